@@ -1,0 +1,3 @@
+from nfd.cli import main
+
+raise SystemExit(main())

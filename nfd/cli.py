@@ -1,0 +1,104 @@
+"""The ``nfd`` command. Parses, then hands over to one command module, imported only
+when that command runs, so ``nfd discover`` never loads the master's libraries."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+from nfd import __version__
+
+# command -> (module, one-line help). Each module has add_arguments(parser) and
+# run(args) -> int, and imports nothing heavy at module level.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "discover": ("nfd.commands.discover", "discover this node's features and print its labels"),
+    "worker": ("nfd.commands.worker", "node agent: discover and keep the master current"),
+    "master": ("nfd.commands.master", "label nodes and advertise resources via the API server"),
+    "device-plugin": ("nfd.commands.deviceplugin", "serve kubelet's device-plugin API"),
+    "rules": ("nfd.commands.rules", "work with NodeFeatureRule objects offline"),
+}
+
+
+class CliError(Exception):
+    """A usage or input error: printed as one line, exit code ``code``."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class CommandModule(Protocol):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # argparse prints usage + message and exits 2; keep it to one line.
+        raise CliError(message)
+
+
+def command_module(name: str) -> CommandModule:
+    return cast(CommandModule, importlib.import_module(COMMANDS[name][0]))
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or one with just ``only``'s arguments filled in (fast path)."""
+    parser = _Parser(prog="nfd", description="Node Feature Discovery for Kubernetes.")
+    parser.add_argument("--version", action="version", version=f"nfd {__version__}")
+    parser.add_argument(
+        "--log-level", default=os.environ.get("NFD_LOG_LEVEL", "warning"),
+        choices=["debug", "info", "warning", "error"], help="log verbosity (default: warning)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--log-format", default=os.environ.get("NFD_LOG_FORMAT", "text"),
+        choices=["text", "json"], help="log line format",
+    )  # fmt: skip
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name, (_module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if only is None or name == only:
+            command_module(name).add_arguments(p)
+    return parser
+
+
+def setup_logging(level: str, fmt: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        from nfd.logfmt import JsonFormatter
+
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in args_list if a in COMMANDS), None)
+    prog = f"nfd {command}" if command else "nfd"
+    try:
+        args = build_parser(only=command).parse_args(args_list)
+        setup_logging(args.log_level, args.log_format)
+        return command_module(args.command).run(args)
+    except CliError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as e:  # never a traceback for the user; NFD_DEBUG=1 shows one
+        if os.environ.get("NFD_DEBUG"):
+            raise
+        print(f"{prog}: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1

@@ -1,0 +1,88 @@
+"""``nfd discover``: this node's labels (and raw features), no cluster needed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--host-root", metavar="DIR",
+        help="read the host's sys, proc, etc, boot ... below DIR (default: from NFD_HOST_* "
+        "variables, else /)",
+    )  # fmt: skip
+    p.add_argument(
+        "--sources", metavar="LIST", default=None,
+        help="comma-separated feature sources, 'all', '-name' to drop one (default: "
+        "core.featureSources from the config, i.e. all)",
+    )  # fmt: skip
+    p.add_argument("--config", metavar="FILE", help="worker config file (nfd-worker.conf)")
+    p.add_argument(
+        "--output", "-o", choices=["labels", "json", "yaml"], default="labels",
+        help="labels: sorted key=value lines; json/yaml: {labels, features}",
+    )  # fmt: skip
+    p.add_argument("--extra-label-ns", action="append", default=[], metavar="NS")
+    p.add_argument("--deny-label-ns", action="append", default=[], metavar="NS")
+
+
+def run(args: argparse.Namespace) -> int:
+    from nfd.cli import CliError
+    from nfd.config import ConfigError, WorkerConfig, load_worker_config
+    from nfd.discover import discover
+    from nfd.hostroot import HostRoot
+    from nfd.labels import node_labels
+    from nfd.policy import Policy
+    from nfd.sources import UnknownSourceError, default_registry
+
+    if args.host_root is not None:
+        if not os.path.isdir(args.host_root):
+            raise CliError(f"--host-root {args.host_root}: no such directory")
+        host = HostRoot.under(args.host_root)
+    else:
+        host = HostRoot.from_env()
+
+    config = WorkerConfig()
+    if args.config:
+        try:
+            config, warnings = load_worker_config(args.config)
+        except ConfigError as e:
+            raise CliError(str(e)) from None
+        for w in warnings:
+            print(f"nfd discover: warning: {w}", file=sys.stderr)
+
+    registry = default_registry()
+    try:
+        feature_spec = args.sources.split(",") if args.sources else list(config.core.feature_sources)
+        sources = registry.select(feature_spec)
+        label_sources = registry.select(list(config.core.label_sources))
+    except UnknownSourceError as e:
+        raise CliError(str(e)) from None
+    try:
+        policy = Policy.build(extra_label_ns=args.extra_label_ns, deny_label_ns=args.deny_label_ns)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+
+    result = discover(sources, host, config.sources)
+    chosen = {s.name for s in sources}
+    labelled = node_labels([s for s in label_sources if s.name in chosen], result.features, config, policy)
+    for name, err in sorted({**result.errors, **labelled.errors}.items()):
+        print(f"nfd discover: warning: source {name}: {err}", file=sys.stderr)
+    for name, reason in labelled.rejected.items():
+        print(f"nfd discover: warning: label {name} left out: {reason}", file=sys.stderr)
+
+    out = sys.stdout
+    if args.output == "labels":
+        out.write("".join(f"{k}={v}\n" for k, v in labelled.labels.items()))
+    else:
+        doc = {"labels": labelled.labels, "features": result.features.to_dict()}
+        if args.output == "json":
+            out.write(json.dumps(doc, indent=2) + "\n")
+        else:
+            import yaml
+
+            out.write(yaml.safe_dump(doc, sort_keys=False))
+    out.flush()
+    return 0

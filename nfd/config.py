@@ -1,0 +1,207 @@
+"""Worker-side configuration: the ``core`` and ``sources`` groups of upstream's
+``nfd-worker.conf``, with upstream's key names and defaults.
+
+Plain frozen dataclasses, not pydantic: ``nfd discover`` must start in a few
+milliseconds, and this module is on its path. Keys we do not know are reported as
+warnings (upstream's file has keys that mean nothing here, such as ``klog``); keys we know
+with a value of the wrong type are errors that name the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+# Upstream's default cpuid label blacklist: these stay in the raw features.
+DEFAULT_CPUID_BLACKLIST: tuple[str, ...] = (
+    "AVX10", "BMI1", "BMI2", "CLMUL", "CMOV", "CX16", "ERMS", "F16C", "HTT", "LZCNT",
+    "MMX", "MMXEXT", "NX", "POPCNT", "RDRAND", "RDSEED", "RDTSCP", "SGX", "SGXLC", "SSE",
+    "SSE2", "SSE3", "SSE4", "SSE42", "SSSE3", "TDX_GUEST",
+)  # fmt: skip
+
+DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message names the key."""
+
+
+@dataclass(frozen=True)
+class CpuidConfig:
+    attribute_blacklist: tuple[str, ...] = DEFAULT_CPUID_BLACKLIST
+    attribute_whitelist: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CpuConfig:
+    cpuid: CpuidConfig = field(default_factory=CpuidConfig)
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    kconfig_file: str = ""
+    config_opts: tuple[str, ...] = ("NO_HZ", "NO_HZ_IDLE", "NO_HZ_FULL", "PREEMPT")
+
+
+@dataclass(frozen=True)
+class PciConfig:
+    device_class_whitelist: tuple[str, ...] = ("03", "0b40", "12")
+    device_label_fields: tuple[str, ...] = ("class", "vendor")
+
+
+@dataclass(frozen=True)
+class UsbConfig:
+    device_class_whitelist: tuple[str, ...] = ("0e", "ef", "fe", "ff")
+    device_label_fields: tuple[str, ...] = ("class", "vendor", "device")
+
+
+@dataclass(frozen=True)
+class LocalConfig:
+    # Relative paths are taken below the host root's /etc when they start with "/etc".
+    features_dir: str = DEFAULT_FEATURES_DIR
+
+
+@dataclass(frozen=True)
+class SourcesConfig:
+    cpu: CpuConfig = field(default_factory=CpuConfig)
+    kernel: KernelConfig = field(default_factory=KernelConfig)
+    pci: PciConfig = field(default_factory=PciConfig)
+    usb: UsbConfig = field(default_factory=UsbConfig)
+    local: LocalConfig = field(default_factory=LocalConfig)
+    # Worker-side rules (upstream's ``sources.custom``), kept raw for the rules engine.
+    custom: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class CoreConfig:
+    label_whitelist: str = field(default="", metadata={"key": "labelWhiteList"})
+    no_publish: bool = False
+    sleep_interval: float = 60.0  # seconds; the file says "60s" as upstream does
+    feature_sources: tuple[str, ...] = ("all",)
+    label_sources: tuple[str, ...] = ("all",)
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    core: CoreConfig = field(default_factory=CoreConfig)
+    sources: SourcesConfig = field(default_factory=SourcesConfig)
+
+
+# -- loading --------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def load_worker_config(path: str | Path) -> tuple[WorkerConfig, list[str]]:
+    """Read an ``nfd-worker.conf``; returns the config and warnings about unknown keys.
+
+    Raises ConfigError for a missing file, bad YAML or a key of the wrong type.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"config file {p} does not exist") from None
+    except OSError as e:
+        raise ConfigError(f"config file {p}: {e.strerror or e}") from None
+    import yaml  # only when a file is given: discover stays fast without one
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {p}: not valid YAML ({_yaml_where(e)})") from None
+    warnings: list[str] = []
+    cfg = from_mapping(WorkerConfig, data or {}, warnings=warnings, where=str(p))
+    return cfg, warnings
+
+
+def from_mapping(cls: type[T], data: Any, *, warnings: list[str], where: str = "") -> T:
+    """Build a config dataclass from upstream-style camelCase keys."""
+    return typing.cast(T, _build(cls, data, warnings, where))
+
+
+def _yaml_where(e: Exception) -> str:
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None) or "syntax error"
+    return f"line {mark.line + 1}: {problem}" if mark is not None else str(problem)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w[:1].upper() + w[1:] for w in rest)
+
+
+def _build(cls: type, data: Any, warnings: list[str], where: str) -> Any:
+    label = where or "config"
+    if data is None:
+        return cls()
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{label}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    known: dict[str, dataclasses.Field[Any]] = {
+        f.metadata.get("key", _camel(f.name)): f for f in dataclasses.fields(cls)
+    }
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        f = known.get(str(key))
+        if f is None:
+            warnings.append(f"{label}: unknown key {key!r} ignored")
+            continue
+        kwargs[f.name] = _convert(hints[f.name], value, warnings, f"{where}.{key}" if where else str(key))
+    return cls(**kwargs)
+
+
+def _convert(tp: Any, value: Any, warnings: list[str], where: str) -> Any:
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _build(tp, value, warnings, where)
+    origin = typing.get_origin(tp)
+    if tp is str:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ConfigError(f"{where}: expected a string")
+        return str(value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false")
+        return value
+    if tp is float:
+        if isinstance(value, str):
+            return parse_duration(value, where=where)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where}: expected a number or a duration such as 60s")
+        return float(value)
+    if origin is tuple:
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list")
+        (item_tp, _ellipsis) = typing.get_args(tp)
+        return tuple(_convert(item_tp, v, warnings, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin in (Mapping, dict) or tp is Any or origin is types.UnionType:
+        return value
+    raise ConfigError(f"{where}: unsupported setting type {tp}")  # pragma: no cover
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str, *, where: str = "duration") -> float:
+    """Go's duration syntax (``1h30m``, ``60s``, ``500ms``) in seconds."""
+    s = text.strip()
+    if s in ("0", ""):
+        return 0.0
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT[m.group(2)]
+        pos = m.end()
+    if pos != len(s) or pos == 0:
+        raise ConfigError(f"{where}: {text!r} is not a duration such as 60s or 1m30s")
+    return total

@@ -1,0 +1,151 @@
+"""The raw feature model, as upstream NFD has it.
+
+Features are named ``<domain>.<feature>`` (``cpu.cpuid``, ``pci.device``) and come in
+three kinds: flags (a set of names), attributes (name -> string) and instances (a list
+of attribute maps). Serialised in upstream's JSON shape::
+
+    {"flags":      {"cpu.cpuid":  {"elements": {"AVX": {}}}},
+     "attributes": {"cpu.model":  {"elements": {"family": "6"}}},
+     "instances":  {"pci.device": {"elements": [{"attributes": {"class": "0300"}}]}}}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Labels = dict[str, str]
+Instance = dict[str, str]
+
+
+class FeatureFormatError(ValueError):
+    """A serialised feature set does not have upstream's shape; the message names where."""
+
+
+@dataclass
+class Features:
+    flags: dict[str, set[str]] = field(default_factory=dict)
+    attributes: dict[str, dict[str, str]] = field(default_factory=dict)
+    instances: dict[str, list[Instance]] = field(default_factory=dict)
+
+    # -- building -------------------------------------------------------------------
+    def set_flags(self, name: str, names: Iterable[str]) -> None:
+        self.flags[name] = set(names)
+
+    def set_attributes(self, name: str, values: Mapping[str, str]) -> None:
+        self.attributes[name] = {k: str(v) for k, v in values.items()}
+
+    def set_instances(self, name: str, items: Iterable[Mapping[str, str]]) -> None:
+        self.instances[name] = [{k: str(v) for k, v in item.items()} for item in items]
+
+    def update(self, other: Features) -> None:
+        """Take every feature of ``other``, replacing features of the same name."""
+        self.flags.update(other.flags)
+        self.attributes.update(other.attributes)
+        self.instances.update(other.instances)
+
+    def names(self) -> set[str]:
+        return set(self.flags) | set(self.attributes) | set(self.instances)
+
+    def domains(self) -> set[str]:
+        return {n.split(".", 1)[0] for n in self.names()}
+
+    def only(self, domains: Iterable[str]) -> Features:
+        """The features of some domains (a cheap view: element containers are shared)."""
+        keep = set(domains)
+
+        def ok(n: str) -> bool:
+            return n.split(".", 1)[0] in keep
+
+        return Features(
+            flags={k: v for k, v in self.flags.items() if ok(k)},
+            attributes={k: v for k, v in self.attributes.items() if ok(k)},
+            instances={k: v for k, v in self.instances.items() if ok(k)},
+        )
+
+    # -- serialising ----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Upstream's JSON shape; keys sorted, instance order kept."""
+        return {
+            "flags": {
+                k: {"elements": {e: {} for e in sorted(self.flags[k])}} for k in sorted(self.flags)
+            },
+            "attributes": {
+                k: {"elements": dict(sorted(self.attributes[k].items()))}
+                for k in sorted(self.attributes)
+            },
+            "instances": {
+                k: {"elements": [{"attributes": dict(sorted(i.items()))} for i in self.instances[k]]}
+                for k in sorted(self.instances)
+            },
+        }
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=indent is not None)
+
+    def digest(self) -> str:
+        """A content hash: equal features give equal digests, whatever their build order."""
+        canon = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canon.encode()).hexdigest()
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Features:
+        if not isinstance(data, Mapping):
+            raise FeatureFormatError("features: expected an object")
+        unknown = set(data) - {"flags", "attributes", "instances"}
+        if unknown:
+            raise FeatureFormatError(f"features: unknown key(s) {', '.join(sorted(unknown))}")
+        out = cls()
+        for name, body in _groups(data, "flags"):
+            elems = body.get("elements") or {}
+            if not isinstance(elems, Mapping):
+                raise FeatureFormatError(f"flags.{name}.elements: expected an object")
+            out.flags[name] = {str(e) for e in elems}
+        for name, body in _groups(data, "attributes"):
+            elems = body.get("elements") or {}
+            if not isinstance(elems, Mapping):
+                raise FeatureFormatError(f"attributes.{name}.elements: expected an object")
+            for k, v in elems.items():
+                if not isinstance(v, str):
+                    raise FeatureFormatError(f"attributes.{name}.elements.{k}: expected a string")
+            out.attributes[name] = dict(elems)
+        for name, body in _groups(data, "instances"):
+            elems = body.get("elements") or []
+            if not isinstance(elems, list):
+                raise FeatureFormatError(f"instances.{name}.elements: expected a list")
+            items: list[Instance] = []
+            for i, inst in enumerate(elems):
+                attrs = inst.get("attributes") if isinstance(inst, Mapping) else None
+                attrs = {} if attrs is None else attrs
+                if not isinstance(attrs, Mapping) or not all(
+                    isinstance(v, str) for v in attrs.values()
+                ):
+                    raise FeatureFormatError(
+                        f"instances.{name}.elements[{i}].attributes: expected an object of strings"
+                    )
+                items.append(dict(attrs))
+            out.instances[name] = items
+        return out
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Features:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise FeatureFormatError(f"features: not JSON ({e})") from None
+        return cls.from_dict(data)
+
+
+def _groups(data: Mapping[str, Any], kind: str) -> Iterable[tuple[str, Mapping[str, Any]]]:
+    group = data.get(kind) or {}
+    if not isinstance(group, Mapping):
+        raise FeatureFormatError(f"{kind}: expected an object")
+    for name, body in group.items():
+        if body is None:
+            body = {}
+        if not isinstance(body, Mapping):
+            raise FeatureFormatError(f"{kind}.{name}: expected an object")
+        yield str(name), body

@@ -1,0 +1,239 @@
+"""What may be published: label, annotation, extended-resource and taint names and
+values, and the namespace policy, as upstream's master applies them.
+
+Pure functions. The master, ``nfd discover`` and ``nfd rules test`` call the same ones,
+so what a user sees locally is what the cluster gets.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+
+FEATURE_NS = "feature.node.kubernetes.io"
+PROFILE_NS = "profile.node.kubernetes.io"
+# Namespace of the master's own bookkeeping annotations.
+NFD_NS = "nfd.node.kubernetes.io"
+
+_ALLOWED = (FEATURE_NS, PROFILE_NS)
+_DENIED_NORMAL = frozenset({"kubernetes.io", "k8s.io"})
+_DENIED_WILDCARD = (".kubernetes.io", ".k8s.io")
+
+_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The master's publishing policy (``--extra-label-ns``, ``--deny-label-ns``,
+    ``--label-whitelist``, ``--enable-taints``)."""
+
+    extra_label_ns: frozenset[str] = frozenset()
+    deny_label_ns: frozenset[str] = frozenset()
+    label_whitelist: str = ""
+    enable_taints: bool = False
+    _whitelist_re: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        extra_label_ns: Iterable[str] = (),
+        deny_label_ns: Iterable[str] = (),
+        label_whitelist: str = "",
+        enable_taints: bool = False,
+    ) -> Policy:
+        """Raises ValueError for a whitelist that is not a valid regular expression."""
+        try:
+            wl = re.compile(label_whitelist) if label_whitelist else None
+        except re.error as e:
+            raise ValueError(f"label whitelist {label_whitelist!r} is not a valid regex: {e}") from None
+        return cls(
+            extra_label_ns=frozenset(_split_list(extra_label_ns)),
+            deny_label_ns=frozenset(_split_list(deny_label_ns)),
+            label_whitelist=label_whitelist,
+            enable_taints=enable_taints,
+            _whitelist_re=wl,
+        )
+
+    def namespace_denied(self, ns: str) -> bool:
+        if ns in _ALLOWED or ns.endswith(tuple("." + a for a in _ALLOWED)):
+            return False
+        if ns in self.extra_label_ns:
+            return False
+        normal = set(_DENIED_NORMAL)
+        wildcard = list(_DENIED_WILDCARD)
+        for d in self.deny_label_ns:
+            if d.startswith("*."):
+                wildcard.append(d[1:])
+            else:
+                normal.add(d)
+        return ns in normal or ns.endswith(tuple(wildcard))
+
+    def whitelisted(self, base: str) -> bool:
+        # Go's MatchString is a search, not an anchored match.
+        return self._whitelist_re is None or self._whitelist_re.search(base) is not None
+
+
+DEFAULT_POLICY = Policy()
+
+
+def _split_list(items: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for it in items:
+        out.extend(p.strip() for p in it.split(",") if p.strip())
+    return out
+
+
+def split_ns(name: str) -> tuple[str, str]:
+    ns, sep, base = name.rpartition("/")
+    return (ns, base) if sep else ("", name)
+
+
+def qualify(name: str) -> str:
+    """Unprefixed names go into ``feature.node.kubernetes.io/``."""
+    return name if "/" in name else f"{FEATURE_NS}/{name}"
+
+
+def qualified_name_error(name: str) -> str | None:
+    """Kubernetes' IsQualifiedName, as a reason or None."""
+    ns, sep, base = name.partition("/")
+    if not sep:
+        ns, base = "", name
+    elif "/" in base:
+        return f"{name!r}: a qualified name has at most one '/'"
+    if not base:
+        return f"{name!r}: name part must not be empty"
+    if len(base) > 63:
+        return f"{name!r}: name part must be no more than 63 characters"
+    if not _NAME.match(base):
+        return f"{name!r}: name part must consist of alphanumerics, '-', '_' or '.', and start and end with an alphanumeric"
+    if sep:
+        err = dns_subdomain_error(ns)
+        if err:
+            return f"{name!r}: prefix {err}"
+    return None
+
+
+def dns_subdomain_error(ns: str) -> str | None:
+    if not ns:
+        return "must not be empty"
+    if len(ns) > 253:
+        return "must be no more than 253 characters"
+    if not all(_DNS1123_LABEL.match(p) for p in ns.split(".")):
+        return f"{ns!r} must be a lowercase RFC 1123 subdomain"
+    return None
+
+
+def label_value_error(value: str) -> str | None:
+    if value == "":
+        return None
+    if len(value) > 63:
+        return f"value {value[:20]!r}... must be no more than 63 characters"
+    if not _NAME.match(value):
+        return f"value {value!r} must consist of alphanumerics, '-', '_' or '.', and start and end with an alphanumeric"
+    return None
+
+
+def check_label(name: str, value: str, policy: Policy = DEFAULT_POLICY) -> str | None:
+    """Why a (qualified) label may not be published, or None if it may."""
+    err = qualified_name_error(name)
+    if err:
+        return err
+    ns, base = split_ns(name)
+    if ns and policy.namespace_denied(ns):
+        return f"namespace {ns!r} is not allowed"
+    if not policy.whitelisted(base):
+        return f"{base!r} does not match the label whitelist {policy.label_whitelist!r}"
+    return label_value_error(value)
+
+
+def filter_labels(
+    labels: Mapping[str, str], policy: Policy = DEFAULT_POLICY
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Qualify names, then split into (accepted, rejected name -> reason), sorted."""
+    accepted: dict[str, str] = {}
+    rejected: dict[str, str] = {}
+    for raw in sorted(labels):
+        name, value = qualify(raw), labels[raw]
+        err = check_label(name, value, policy)
+        if err:
+            rejected[name] = err
+        else:
+            accepted[name] = value
+    return accepted, rejected
+
+
+def check_annotation(name: str, value: str, policy: Policy = DEFAULT_POLICY) -> str | None:
+    """Feature annotations live in ``feature.node.kubernetes.io`` and its sub-namespaces
+    (or an allowed extra namespace); the master's own ``nfd.node.kubernetes.io`` is
+    reserved."""
+    err = qualified_name_error(name)
+    if err:
+        return err
+    ns, _ = split_ns(name)
+    if ns == NFD_NS or ns.endswith("." + NFD_NS):
+        return f"namespace {ns!r} is reserved for nfd's own annotations"
+    if ns and policy.namespace_denied(ns):
+        return f"namespace {ns!r} is not allowed"
+    if len(value) > 1024 * 256:
+        return "value too long"
+    return None
+
+
+def check_extended_resource(name: str, value: str, policy: Policy = DEFAULT_POLICY) -> str | None:
+    err = qualified_name_error(name)
+    if err:
+        return err
+    ns, _ = split_ns(name)
+    if ns and policy.namespace_denied(ns):
+        return f"namespace {ns!r} is not allowed"
+    try:
+        parse_quantity(value)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def check_taint(key: str, value: str, effect: str, policy: Policy = DEFAULT_POLICY) -> str | None:
+    if not policy.enable_taints:
+        return "taints are disabled (enable with --enable-taints)"
+    err = qualified_name_error(key)
+    if err:
+        return err
+    ns, _ = split_ns(key)
+    if ns and policy.namespace_denied(ns):
+        return f"namespace {ns!r} is not allowed"
+    if effect not in _TAINT_EFFECTS:
+        return f"taint effect {effect!r} must be one of {', '.join(_TAINT_EFFECTS)}"
+    return label_value_error(value)
+
+
+# -- Kubernetes quantities -------------------------------------------------------------
+
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE]|)$")
+_SUFFIX = {
+    "": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
+    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+}  # fmt: skip
+
+
+def parse_quantity(text: str) -> Decimal:
+    """A Kubernetes resource quantity (``4``, ``100m``, ``1Gi``, ``1e3``) as a number."""
+    m = _QUANTITY.match(text.strip()) if isinstance(text, str) else None
+    if not m or text.strip() != text:
+        raise ValueError(f"{text!r} is not a valid quantity")
+    num, suffix = m.groups()
+    try:
+        base = Decimal(num)
+    except InvalidOperation:
+        raise ValueError(f"{text!r} is not a valid quantity") from None
+    if suffix[:1] in ("e", "E"):
+        return base * (Decimal(10) ** int(suffix[1:]))
+    return base * _SUFFIX[suffix]

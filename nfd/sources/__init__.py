@@ -1,0 +1,129 @@
+"""Feature sources: one module per domain, each with a ``discover`` that does the I/O
+and a pure ``labels`` that turns features into label names and values.
+
+Sources know nothing of the master or Kubernetes. The registry is explicit: nothing
+registers itself on import, and a second source of the same name is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol, runtime_checkable
+
+from nfd.config import SourcesConfig
+from nfd.features import Features, Labels
+from nfd.hostroot import HostRoot
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class FeatureSource(Protocol):
+    """A feature domain (``cpu``, ``pci`` ...)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
+        """Read the host and return this domain's raw features (``<name>.<feature>``).
+
+        A missing file means the feature is absent; other read errors are logged and
+        discovery goes on with what could be read.
+        """
+        ...
+
+    def labels(self, features: Features, config: SourcesConfig) -> Labels:
+        """Pure: label names (without ``feature.node.kubernetes.io/`` and without the
+        ``<source>-`` prefix, which the caller adds) and values from the features."""
+        ...
+
+
+class DuplicateSourceError(ValueError):
+    pass
+
+
+class UnknownSourceError(ValueError):
+    pass
+
+
+class Registry:
+    """An ordered set of sources, keyed by name."""
+
+    def __init__(self, sources: Iterable[FeatureSource] = ()) -> None:
+        self._sources: dict[str, FeatureSource] = {}
+        for s in sources:
+            self.register(s)
+
+    def register(self, source: FeatureSource) -> None:
+        if source.name in self._sources:
+            raise DuplicateSourceError(f"feature source {source.name!r} is registered twice")
+        self._sources[source.name] = source
+
+    def __iter__(self) -> Iterator[FeatureSource]:
+        return iter(self._sources.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._sources
+
+    def __len__(self) -> int:
+        return len(self._sources)
+
+    def names(self) -> list[str]:
+        return list(self._sources)
+
+    def get(self, name: str) -> FeatureSource:
+        try:
+            return self._sources[name]
+        except KeyError:
+            raise UnknownSourceError(
+                f"unknown feature source {name!r} (known: {', '.join(self._sources)})"
+            ) from None
+
+    def select(self, spec: Sequence[str]) -> list[FeatureSource]:
+        """Upstream's ``featureSources`` syntax: names, ``all``, and ``-name`` to drop one."""
+        chosen: dict[str, FeatureSource] = {}
+        for item in spec:
+            item = item.strip()
+            if not item:
+                continue
+            if item == "all":
+                chosen.update(self._sources)
+            elif item.startswith("-"):
+                self.get(item[1:])
+                chosen.pop(item[1:], None)
+            else:
+                chosen[item] = self.get(item)
+        # Keep the registry's order so output does not depend on how the list was written.
+        return [s for n, s in self._sources.items() if n in chosen]
+
+
+def default_registry() -> Registry:
+    """Every built-in source, in upstream's order."""
+    from nfd.sources import (
+        cpu,
+        custom,
+        kernel,
+        local,
+        memory,
+        network,
+        pci,
+        storage,
+        system,
+        usb,
+    )
+
+    return Registry(
+        [
+            cpu.CpuSource(),
+            kernel.KernelSource(),
+            memory.MemorySource(),
+            network.NetworkSource(),
+            pci.PciSource(),
+            storage.StorageSource(),
+            system.SystemSource(),
+            usb.UsbSource(),
+            local.LocalSource(),
+            custom.CustomSource(),
+        ]
+    )
