@@ -125,7 +125,7 @@ def test_recreated_node_gets_resources_again():
 @pytest.mark.parametrize("existing", [None, [{"key": "other", "effect": "NoSchedule"}]])
 def test_taints_keep_others_and_replace_ours(existing):
     t = Taint(f"{FNS}/special", "true", "NoSchedule")
-    out, ops, _ = apply(node(taints=existing), Decision(taints=(t,)))
+    out, _, _ = apply(node(taints=existing), Decision(taints=(t,)))
     got = out["spec"]["taints"]
     assert {"key": f"{FNS}/special", "value": "true", "effect": "NoSchedule"} in got
     assert ({"key": "other", "effect": "NoSchedule"} in got) == bool(existing)
