@@ -185,7 +185,7 @@ class _Parser:
                     j += 1
                     continue
                 break
-            if (names and j < len(self.toks) and self.toks[j].kind in ("decl",)) or (
+            if names and j < len(self.toks) and self.toks[j].kind in ("decl",) or (
                 names and j < len(self.toks) and self.toks[j].text == "=" and len(names) == 1
             ):
                 assign = self.toks[j].text == "="
@@ -663,7 +663,7 @@ def _describe(o: _Operand) -> str:
 class Template:
     """A parsed template; parse errors are kept and raised by ``render``."""
 
-    __slots__ = ("_error", "_nodes", "source")
+    __slots__ = ("source", "_nodes", "_error")
 
     def __init__(self, source: str) -> None:
         self.source = source
