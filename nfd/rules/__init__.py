@@ -108,7 +108,11 @@ def load_rulesets(docs: Iterable[Any]) -> tuple[list[RuleSet], list[RuleError]]:
 def _flatten(docs: Iterable[Any]) -> Iterator[Any]:
     # ``kubectl get nfr -o yaml`` gives a List with items.
     for d in docs:
-        if isinstance(d, Mapping) and str(d.get("kind", "")).endswith("List") and isinstance(d.get("items"), list):
+        if (
+            isinstance(d, Mapping)
+            and str(d.get("kind", "")).endswith("List")
+            and isinstance(d.get("items"), list)
+        ):
             yield from d["items"]
         else:
             yield d

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from nfd.features import Features
 from nfd.rules.expressions import Element, EvalError, Miss, match_multi, match_names
@@ -165,26 +164,3 @@ def merge_names(acc: dict[str, str], new: Mapping[str, str], ns: str = FEATURE_N
         elif k.startswith(prefix):
             acc.pop(k[len(prefix) :], None)
         acc[k] = v
-
-
-def backref_value(view: FeatureView) -> dict[str, str]:
-    return dict(view.matched or {})
-
-
-def dynamic_value(value: str, features: Features, matched: Mapping[str, str] | None) -> str:
-    """Upstream's ``@domain.feature.element``: the value of an attribute feature element
-    (``rule.matched`` included). Raises ValueError with the reason."""
-    parts = value[1:].split(".", 2)
-    if len(parts) != 3:
-        raise ValueError(f"value {value} is not in the form of '@domain.feature.element'")
-    fname = parts[0] + "." + parts[1]
-    attrs: Mapping[str, Any] | None
-    if fname == BACKREF and matched is not None:
-        attrs = matched
-    else:
-        attrs = features.attributes.get(fname)
-    if attrs is None:
-        raise ValueError(f"feature {fname} not found")
-    if parts[2] not in attrs:
-        raise ValueError(f"element {parts[2]} not found on feature {fname}")
-    return str(attrs[parts[2]])

@@ -73,7 +73,9 @@ def evaluate(e: Expr, valid: bool, value: str | None) -> bool:
         raise EvalError(f"invalid Op {op!r}")
     if op in ("", "Exists", "DoesNotExist"):
         if e.values:
-            raise EvalError(f"invalid expression, 'value' field must be empty for Op {op!r} (have {list(e.values)})")
+            raise EvalError(
+                f"invalid expression, 'value' field must be empty for Op {op!r} (have {list(e.values)})"
+            )
         return True if op == "" else valid if op == "Exists" else not valid
     if not valid or value is None:
         return False
@@ -114,7 +116,9 @@ def evaluate(e: Expr, valid: bool, value: str | None) -> bool:
         return bool(lo < v < hi) if op == "GtLt" else bool(lo <= v <= hi)
     # IsTrue / IsFalse
     if e.values:
-        raise EvalError(f"invalid expression, 'value' field must be empty for Op {op!r} (have {list(e.values)})")
+        raise EvalError(
+            f"invalid expression, 'value' field must be empty for Op {op!r} (have {list(e.values)})"
+        )
     return value == ("true" if op == "IsTrue" else "false")
 
 
@@ -134,9 +138,7 @@ def _saw(valid: bool, value: str | None) -> str:
     return "present" if value is None else f"{value!r}"
 
 
-def match_values(
-    exprs: Sequence[tuple[str, Expr]], values: Mapping[str, str]
-) -> tuple[bool, list[Element]]:
+def match_values(exprs: Sequence[tuple[str, Expr]], values: Mapping[str, str]) -> tuple[bool, list[Element]]:
     """All expressions against one attribute map (one instance): upstream's MatchGetValues
     with fail-fast."""
     out: list[Element] = []
@@ -216,7 +218,11 @@ def _instance_miss(exprs: Sequence[tuple[str, Expr]], instances: Sequence[Mappin
     for name, e in exprs:
         v = inst.get(name)
         if not evaluate(e, v is not None, v):
-            more = f" (and {len(instances) - 1} other instance(s) did not match either)" if len(instances) > 1 else ""
+            more = (
+                f" (and {len(instances) - 1} other instance(s) did not match either)"
+                if len(instances) > 1
+                else ""
+            )
             return f"no instance matched: first instance has {name}={_saw(v is not None, v)}, want {e.describe()}{more}"
     return "no instance matched"
 

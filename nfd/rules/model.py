@@ -187,9 +187,7 @@ def _term(v: Any, where: str) -> Term:
     if exprs_raw is not None:
         if not isinstance(exprs_raw, Mapping):
             raise RuleParseError(f"{where}.matchExpressions: expected a mapping")
-        exprs = tuple(
-            (str(k), parse_expr(e, f"{where}.matchExpressions.{k}")) for k, e in exprs_raw.items()
-        )
+        exprs = tuple((str(k), parse_expr(e, f"{where}.matchExpressions.{k}")) for k, e in exprs_raw.items())
     name_raw = v.get("matchName")
     name = None if name_raw is None else parse_expr(name_raw, f"{where}.matchName")
     return Term(feature=feature, expressions=exprs, name=name)

@@ -185,7 +185,7 @@ class _Parser:
                     j += 1
                     continue
                 break
-            if names and j < len(self.toks) and self.toks[j].kind in ("decl",) or (
+            if (names and j < len(self.toks) and self.toks[j].kind in ("decl",)) or (
                 names and j < len(self.toks) and self.toks[j].text == "=" and len(names) == 1
             ):
                 assign = self.toks[j].text == "="
@@ -249,7 +249,9 @@ class _Parser:
         raise TemplateError(f"unexpected {t.text!r} in command")
 
 
-_KEYWORDS = frozenset({"if", "else", "end", "range", "with", "define", "template", "block", "break", "continue"})
+_KEYWORDS = frozenset(
+    {"if", "else", "end", "range", "with", "define", "template", "block", "break", "continue"}
+)
 _ACTION = re.compile(r"\{\{(- )?(.*?)( -)?\}\}", re.DOTALL)
 _COMMENT = re.compile(r"^\s*/\*.*\*/\s*$", re.DOTALL)
 
@@ -409,7 +411,9 @@ def go_type(v: Any) -> str:
     if isinstance(v, str):
         return "string"
     if isinstance(v, Mapping):
-        return "map[string]string" if all(isinstance(x, str) for x in v.values()) else "map[string]interface {}"
+        return (
+            "map[string]string" if all(isinstance(x, str) for x in v.values()) else "map[string]interface {}"
+        )
     if isinstance(v, list | tuple):
         return "[]interface {}"
     return type(v).__name__
@@ -544,7 +548,7 @@ class _Exec:
         items: list[tuple[Any, Any]]
         if v is None:
             items = []
-        elif isinstance(v, bool) or isinstance(v, str | float):
+        elif isinstance(v, bool | str | float):
             raise TemplateError(f"range can't iterate over {go_str(v)}")
         elif isinstance(v, int):
             items = [(i, i) for i in range(v)]
@@ -663,7 +667,7 @@ def _describe(o: _Operand) -> str:
 class Template:
     """A parsed template; parse errors are kept and raised by ``render``."""
 
-    __slots__ = ("source", "_nodes", "_error")
+    __slots__ = ("_error", "_nodes", "source")
 
     def __init__(self, source: str) -> None:
         self.source = source
@@ -720,11 +724,9 @@ def _len(v: Any) -> int:
 def _index(v: Any, *keys: Any) -> Any:
     for k in keys:
         if isinstance(v, Mapping):
-            if k in v:
-                v = v[k]
-            else:
-                # Go returns the zero value of the map's element type.
-                v = "" if v and all(isinstance(x, str) for x in v.values()) else None
+            # A missing key gives the zero value of the map's element type.
+            zero = "" if v and all(isinstance(x, str) for x in v.values()) else None
+            v = v.get(k, zero)
         elif isinstance(v, list | tuple | str):
             if not isinstance(k, int) or isinstance(k, bool):
                 raise TemplateError(f"cannot index slice/array with type {go_type(k)}")
@@ -888,9 +890,13 @@ def _format_one(a: Any, flags: str, width: str | None, prec: str | None, verb: s
         return s.rjust(n, "0" if "0" in flags and verb not in "sqv" else " ")
 
     if verb in ("v", "s"):
-        if verb == "s" and not isinstance(a, str) and a is not None and not isinstance(a, list | tuple | Mapping):
-            if isinstance(a, bool | int | float):
-                return bad
+        if (
+            verb == "s"
+            and not isinstance(a, str)
+            and a is not None
+            and not isinstance(a, list | tuple | Mapping)
+        ) and isinstance(a, bool | int | float):
+            return bad
         s = go_str(a) if a is not None else "%!s(<nil>)" if verb == "s" else "<nil>"
         if prec is not None and isinstance(a, str):
             s = s[: int(prec)]
@@ -994,23 +1000,23 @@ def _initial(v: Any) -> Any:
 
 
 def _substr(start: Any, end: Any, s: Any) -> str:
-    s = _str(s)
-    start, end = _to_int(start), _to_int(end)
-    if start < 0:
-        return s[:end]
-    if end < 0 or end > len(s):
-        return s[start:]
-    return s[start:end]
+    text = _str(s)
+    lo, hi = _to_int(start), _to_int(end)
+    if lo < 0:
+        return text[:hi]
+    if hi < 0 or hi > len(text):
+        return text[lo:]
+    return text[lo:hi]
 
 
 def _trunc(n: Any, s: Any) -> str:
-    s = _str(s)
-    n = _to_int(n)
-    if n < 0 and len(s) + n > 0:
-        return s[len(s) + n :]
-    if n >= 0 and len(s) > n:
-        return s[:n]
-    return s
+    text = _str(s)
+    count = _to_int(n)
+    if count < 0 and len(text) + count > 0:
+        return text[len(text) + count :]
+    if count >= 0 and len(text) > count:
+        return text[:count]
+    return text
 
 
 def _title(s: Any) -> str:
@@ -1186,7 +1192,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "keys": _keys,
     # Sprig: regular expressions
     "regexMatch": lambda r, s: re.search(_str(r), _str(s)) is not None,
-    "regexFind": lambda r, s: (m.group() if (m := re.search(_str(r), _str(s))) else ""),
+    "regexFind": lambda r, s: m.group() if (m := re.search(_str(r), _str(s))) else "",
     "regexFindAll": lambda r, s, n: _regex_find_all(_str(r), _str(s), n),
     "regexReplaceAll": lambda r, s, repl: re.sub(_str(r), _go_repl(_str(repl)), _str(s)),
     "regexReplaceAllLiteral": lambda r, s, repl: re.sub(_str(r), lambda _m: _str(repl), _str(s)),
