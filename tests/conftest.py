@@ -1,0 +1,18 @@
+"""Shared test setup.
+
+Test helpers live in the ``tests`` tree (``tests.fakeapi``, ...). pytest runs with
+``--import-mode=importlib``, which does not put anything on ``sys.path``, so the repository
+root goes there here: ``import tests.fakeapi`` then works whether nfd runs from the
+source tree (PYTHONPATH) or is installed.
+"""
+
+import sys
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from tests.fakeapi.fixtures import core_v1, fake_api, fake_api_client  # noqa: E402
+
+__all__ = ["core_v1", "fake_api", "fake_api_client"]
