@@ -22,7 +22,9 @@ def test_patch_retried_after_injected_error(fake_api, status):
         gets = fake_api.log.count(verb="get", resource="nodes")
         # A conflict means the master's view is stale: it reads the Node again each time.
         assert gets == (3 if status == 409 else 1)
-        assert f'nfd_master_node_update_failures_total{{reason="{status}"}} 2.0' in m.client.get("/metrics").text
+        assert (
+            f'nfd_master_node_update_failures_total{{reason="{status}"}} 2.0' in m.client.get("/metrics").text
+        )
 
 
 def test_conflict_recomputes_against_the_fresh_node(fake_api):
