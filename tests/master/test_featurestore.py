@@ -7,6 +7,7 @@ import json
 from nfd.features import Features
 from nfd.master.featurestore import FeatureStore, encode
 
+
 def sample(extra: str = "") -> Features:
     f = Features()
     f.set_flags("cpu.cpuid", ["AVX", "SSE4"])
