@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -44,7 +45,31 @@ def create_app(settings: MasterSettings | None = None, *, runtime: Runtime | Non
         lifespan=lifespan,
     )
     app.state.runtime = rt
+    _document_raw_bodies(app)
     app.include_router(nodes.router)
     app.include_router(health.router)
     app.add_middleware(BodyLimit, max_bytes=rt.settings.server.max_body_bytes)
     return app
+
+
+def _document_raw_bodies(app: FastAPI) -> None:
+    """The features PUT reads its body itself (to answer repeats without parsing); its
+    schema still goes into the OpenAPI document."""
+    from pydantic.json_schema import models_json_schema
+
+    from nfd.master.api.models import FeaturesRequest
+
+    default = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        spec = default()
+        _, defs = models_json_schema(
+            [(FeaturesRequest, "validation")], ref_template="#/components/schemas/{model}"
+        )
+        spec.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
+        app.openapi_schema = spec
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
