@@ -53,7 +53,7 @@ def encode(raw: Mapping[str, Any]) -> Encoded:
         items = []
         for name in sorted(group):
             gj = _group_json(kind, group[name] or {})
-            h = hashlib.blake2b(gj.encode(), digest_size=16).hexdigest()
+            h = hashlib.sha256(gj.encode()).hexdigest()[:32]
             parts.append((kind, name, h, gj))
             items.append(f"{_DUMP(name)}:{gj}")
         pieces.append(f'"{kind}":{{{",".join(items)}}}')

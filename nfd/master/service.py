@@ -39,7 +39,7 @@ def _decision_key(d: Decision) -> str:
         d.rejected,
         d.rule_errors,
     ]
-    return hashlib.blake2b(json.dumps(doc, sort_keys=True).encode(), digest_size=16).hexdigest()
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
 class MasterService:
