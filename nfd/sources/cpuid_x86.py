@@ -123,13 +123,14 @@ class NativeCpuid:
 
 class ReplayCpuid:
     """Answers from a recorded dump (see :func:`capture`); leaves not recorded read as
-    zeros, as out-of-range leaves do on AMD parts. A leaf recorded with subleaf 0 only is
-    taken not to depend on the subleaf, as CPUID itself ignores ECX for such leaves."""
+    zeros, as out-of-range leaves and subleaves do. For a leaf that does not depend on ECX
+    (neither known to nor recorded with several subleaves) every subleaf reads as
+    subleaf 0, as on the CPU."""
 
     def __init__(self, leaves: Mapping[tuple[int, int], Regs], *, xcr0: int = 0) -> None:
         self._leaves = dict(leaves)
         self._xcr0 = xcr0
-        self._indexed = {leaf for leaf, sub in self._leaves if sub != 0}
+        self._indexed = set(_SUBLEAVES) | {leaf for leaf, sub in self._leaves if sub != 0}
 
     def cpuid(self, leaf: int, subleaf: int = 0) -> Regs:
         got = self._leaves.get((leaf, subleaf))
