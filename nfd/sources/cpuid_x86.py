@@ -95,12 +95,11 @@ class NativeCpuid:
         proto = ctypes.CFUNCTYPE(None, ctypes.c_uint32, ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint32))
         self._cpuid_fn = proto(addr)
         self._xgetbv_fn = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_uint32)(addr + xgetbv_off)
-        self._out = (ctypes.c_uint32 * 4)()
 
     def cpuid(self, leaf: int, subleaf: int = 0) -> Regs:
         if self._addr is None:
             raise CpuidUnavailable("reader is closed")
-        out = self._out
+        out = (ctypes.c_uint32 * 4)()  # per call: safe if threads share the reader
         self._cpuid_fn(leaf & 0xFFFFFFFF, subleaf & 0xFFFFFFFF, out)
         return (out[0], out[1], out[2], out[3])
 
