@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nfd.config import SourcesConfig  # noqa: E402
-from nfd.hostroot import HostRoot  # noqa: E402
-from nfd.sources.cpu import CpuSource  # noqa: E402
-from nfd.sources.cpuid_names import decode  # noqa: E402
-from nfd.sources.cpuid_x86 import CpuidUnavailable, NativeCpuid  # noqa: E402
+from nfd.config import SourcesConfig
+from nfd.hostroot import HostRoot
+from nfd.sources.cpu import CpuSource
+from nfd.sources.cpuid_names import decode
+from nfd.sources.cpuid_x86 import CpuidUnavailable, NativeCpuid
 
 
 def timed(fn: Callable[[], object], runs: int) -> tuple[float, float]:
