@@ -80,6 +80,7 @@ class CpuSource:
         self._reader = reader
         self._arch = normalize_arch(arch if arch is not None else platform.machine())
         self._static: tuple[HostRoot, StaticFacts] | None = None
+        self._native_refused = False  # CPUID could not be executed: do not retry or re-log
 
     # -- discovery ------------------------------------------------------------------------
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
@@ -120,12 +121,14 @@ class CpuSource:
 
     def _x86_facts(self, host: HostRoot) -> X86Facts:
         reader = self._reader
-        if reader is None:
+        if reader is None and not self._native_refused:
             try:
                 reader = self._reader = NativeCpuid()
             except CpuidUnavailable as e:
+                self._native_refused = True
                 log.warning("cannot execute CPUID (%s); cpu flags come from /proc/cpuinfo instead", e)
-                return facts_from_cpuinfo(read_text(host.proc / "cpuinfo") or "")
+        if reader is None:
+            return facts_from_cpuinfo(read_text(host.proc / "cpuinfo") or "")
         return decode(reader)
 
     def _other_facts(self, host: HostRoot) -> StaticFacts:

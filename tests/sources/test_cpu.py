@@ -467,6 +467,7 @@ def test_no_executable_memory_falls_back_to_proc_cpuinfo(
     with caplog.at_level(logging.WARNING):
         f, labels = run(src, host("emr-kvm"))
         run(src, host("emr-kvm"))
+        run(src, host("epyc-milan-kvm"))  # another host root: static facts re-read, no new warning
     assert len([r for r in caplog.records if "cannot execute CPUID" in r.getMessage()]) == 1
     assert labels["model.id"] == "207" and labels["model.vendor_id"] == "Intel"
     assert labels["cpuid.AVX512F"] == "true" and labels["cpuid.X86_64_V4"] == "true"
