@@ -91,12 +91,15 @@ def flags_from_cpuinfo_features(arch: str, features: Iterable[str]) -> list[str]
     return out
 
 
-def parse_auxv(data: bytes, *, byteorder: str = sys.byteorder) -> dict[int, int]:
-    """(type, value) pairs of a 64-bit auxiliary vector (``/proc/self/auxv``), which is in
-    the machine's own byte order."""
-    fmt = ("<" if byteorder == "little" else ">") + "QQ"
+def parse_auxv(
+    data: bytes, *, byteorder: str = sys.byteorder, word: int = struct.calcsize("P")
+) -> dict[int, int]:
+    """(type, value) pairs of an auxiliary vector (``/proc/self/auxv``): pairs of native
+    words (8 bytes on 64-bit, 4 on 32-bit systems) in the machine's own byte order."""
+    fmt = ("<" if byteorder == "little" else ">") + ("QQ" if word == 8 else "II")
+    step = 2 * word
     out: dict[int, int] = {}
-    for i in range(0, len(data) - 15, 16):
+    for i in range(0, len(data) - step + 1, step):
         key, val = struct.unpack_from(fmt, data, i)
         if key == 0:  # AT_NULL ends the vector
             break

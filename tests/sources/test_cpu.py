@@ -262,7 +262,9 @@ def test_arm64_model_from_cpuinfo_when_midr_is_not_exported(tmp_path: Path) -> N
 def test_arm64_flags_from_the_auxiliary_vector(tmp_path: Path) -> None:
     hwcap, hwcap2 = bits(0, 1, 22), bits(1, 13)  # FP ASIMD SVE / SVE2 I8MM
     auxv = struct.pack("<QQQQQQ", AT_HWCAP, hwcap, AT_HWCAP2, hwcap2, 0, 0)
-    assert parse_auxv(auxv, byteorder="little") == {AT_HWCAP: hwcap, AT_HWCAP2: hwcap2}
+    assert parse_auxv(auxv, byteorder="little", word=8) == {AT_HWCAP: hwcap, AT_HWCAP2: hwcap2}
+    auxv32 = struct.pack(">IIII", AT_HWCAP, 0x1000, 0, 0)  # a 32-bit big-endian vector
+    assert parse_auxv(auxv32, byteorder="big", word=4) == {AT_HWCAP: 0x1000}
     (tmp_path / "proc/self").mkdir(parents=True)
     (tmp_path / "proc/self/auxv").write_bytes(
         auxv
