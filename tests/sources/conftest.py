@@ -55,4 +55,3 @@ def cfg() -> SourcesConfig:
 @pytest.fixture
 def worker_cfg() -> WorkerConfig:
     return WorkerConfig()
-

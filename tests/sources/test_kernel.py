@@ -101,7 +101,9 @@ def test_config_opts_label_values(host: Callable[[str], HostRoot]) -> None:
     }
 
 
-def test_kconfig_file_setting_wins(host_copy: Callable[[str], Path], tmp_path: Path, cfg: SourcesConfig) -> None:
+def test_kconfig_file_setting_wins(
+    host_copy: Callable[[str], Path], tmp_path: Path, cfg: SourcesConfig
+) -> None:
     root = host_copy("gpu-a100")
     own = tmp_path / "my.config.gz"
     own.write_bytes(gzip.compress(b"CONFIG_PREEMPT=y\n# CONFIG_NO_HZ is not set\n"))
@@ -120,11 +122,15 @@ def test_parse_version_forms() -> None:
 
 
 def test_parse_kconfig_keeps_raw_values() -> None:
-    text = 'CONFIG_A=y\nCONFIG_B=m\nCONFIG_C="x y"\n# CONFIG_D is not set\nCONFIG_E\nNOTCONFIG_F=1\nCONFIG_G=a=b'
+    text = (
+        'CONFIG_A=y\nCONFIG_B=m\nCONFIG_C="x y"\n# CONFIG_D is not set\nCONFIG_E\nNOTCONFIG_F=1\nCONFIG_G=a=b'
+    )
     assert parse_kconfig(text) == {"A": "y", "B": "m", "C": "x y", "G": "a=b"}
 
 
-def test_repeated_passes_follow_a_changed_config(host_copy: Callable[[str], Path], cfg: SourcesConfig) -> None:
+def test_repeated_passes_follow_a_changed_config(
+    host_copy: Callable[[str], Path], cfg: SourcesConfig
+) -> None:
     root = host_copy("fpga-pac")
     src = KernelSource()
     first = src.discover(HostRoot.under(root), cfg)

@@ -51,12 +51,22 @@ def test_single_node_without_swap_or_hugepages(host: Callable[[str], HostRoot], 
 
 def test_configured_but_unused_hugepages(host: Callable[[str], HostRoot], cfg: SourcesConfig) -> None:
     f = SRC.discover(host("gpu-a100"), cfg)
-    assert f.attributes["memory.hugepages"] == {"enabled": "false", "hugepages-2Mi": "0", "hugepages-1Gi": "0"}
+    assert f.attributes["memory.hugepages"] == {
+        "enabled": "false",
+        "hugepages-2Mi": "0",
+        "hugepages-1Gi": "0",
+    }
     assert SRC.labels(f, cfg) == {"numa": "true"}
 
 
 def test_kib_quantity() -> None:
-    assert [kib_quantity(n) for n in (64, 2048, 1048576, 16777216, 3000)] == ["64Ki", "2Mi", "1Gi", "16Gi", "3000Ki"]
+    assert [kib_quantity(n) for n in (64, 2048, 1048576, 16777216, 3000)] == [
+        "64Ki",
+        "2Mi",
+        "1Gi",
+        "16Gi",
+        "3000Ki",
+    ]
 
 
 def test_unreadable_swaps_is_logged_and_rest_goes_on(

@@ -47,7 +47,9 @@ def test_gpu_node(host: Callable[[str], HostRoot], cfg: SourcesConfig) -> None:
 
 def test_label_fields_and_whitelist(host: Callable[[str], HostRoot]) -> None:
     cfg = SourcesConfig(
-        pci=PciConfig(device_class_whitelist=("0302", "0680"), device_label_fields=("device", "vendor", "bogus"))
+        pci=PciConfig(
+            device_class_whitelist=("0302", "0680"), device_label_fields=("device", "vendor", "bogus")
+        )
     )
     f = SRC.discover(host("gpu-a100"), cfg)
     # fields in upstream's order (vendor before device), unknown ones ignored

@@ -35,7 +35,9 @@ def test_devices_and_interfaces(host: Callable[[str], HostRoot], cfg: SourcesCon
 
 
 def test_label_fields(host: Callable[[str], HostRoot]) -> None:
-    cfg = SourcesConfig(usb=UsbConfig(device_class_whitelist=("09",), device_label_fields=("serial", "vendor")))
+    cfg = SourcesConfig(
+        usb=UsbConfig(device_class_whitelist=("09",), device_label_fields=("serial", "vendor"))
+    )
     f = SRC.discover(host("fpga-pac"), cfg)
     assert SRC.labels(f, cfg) == {"1d6b_0000:00:14.0.present": "true"}
 
