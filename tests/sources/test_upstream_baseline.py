@@ -10,9 +10,9 @@ from pathlib import Path
 
 from nfd.config import WorkerConfig
 from nfd.discover import discover
+from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.labels import node_labels
-from nfd.features import Features
 from nfd.sources import FeatureSource, default_registry
 
 DATA = Path(__file__).resolve().parent / "data"
