@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -65,3 +68,29 @@ def test_features_equal_upstream(host: Callable[[str], HostRoot]) -> None:
             for key in extra:
                 inst["attributes"].pop(key, None)
     assert got == upstream
+
+
+def test_nfd_discover_command_on_the_captured_tree(hosts: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NFD_") and k != "NODE_NAME"}
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nfd",
+            "discover",
+            "--host-root",
+            str(hosts / "this-vm"),
+            "--sources",
+            "all,-cpu",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
+    expected = [
+        line
+        for line in (DATA / "upstream-v0.19-this-vm-labels.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert sorted(out.splitlines()) == sorted(expected)
