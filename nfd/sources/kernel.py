@@ -158,7 +158,7 @@ class KernelSource:
         if release:
             f.set_attributes("kernel.version", parse_version(release))
         else:
-            log.warning("kernel release unknown: %s is missing", host.proc / "sys/kernel/osrelease")
+            log.info("kernel release unknown: %s is missing", host.proc / "sys/kernel/osrelease")
 
         kconfig = self._kconfig.read(host, config, release)
         if kconfig is not None:
