@@ -111,6 +111,10 @@ class FeatureStore:
             raw[kind][name] = json.loads(zlib.decompress(self._parts[h].data))
         return Features.from_dict(raw)
 
+    def parts(self, digest: str) -> tuple[tuple[str, str, str], ...]:
+        """(kind, name, hash) of each group of the feature set."""
+        return self._manifests[digest].parts
+
     def __contains__(self, digest: object) -> bool:
         return digest in self._manifests
 
