@@ -224,15 +224,15 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             try:
                 route = _route(method, url.path, query)
-                delay, injected = fake.faults.take(method, url.path, route.verb, route.resource)
+                delay, injected = fake.faults.take(
+                    method, url.path, route.verb, route.resource, route.subresource
+                )
                 if delay:
                     time.sleep(delay)
                 if fake.faults.down_mode() == "503":
                     injected = ApiError(
                         503,
                         "the server is currently unable to handle the request (down)",
-                        headers={"Retry-After": "1"},
-                        details={"retryAfterSeconds": 1},
                     )
                 if injected is not None:
                     raise injected
