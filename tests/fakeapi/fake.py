@@ -119,7 +119,7 @@ class Objects:
         raise KeyError(f"the fake does not serve {plural!r}")
 
     def get(self, plural: str, name: str, namespace: str = "") -> dict[str, Any]:
-        return copy.deepcopy(self._store.get(self.type(plural), namespace, name).obj)
+        return json.loads(self._store.get(self.type(plural), namespace, name).raw)
 
     def exists(self, plural: str, name: str, namespace: str = "") -> bool:
         try:
@@ -130,12 +130,12 @@ class Objects:
 
     def list(self, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
         items, _ = self._store.list(self.type(plural), namespace)
-        return [copy.deepcopy(s.obj) for s in items]
+        return [json.loads(s.raw) for s in items]
 
     def create(self, plural: str, obj: dict[str, Any], namespace: str = "") -> dict[str, Any]:
         rt = self.type(plural)
         ns = namespace or (obj.get("metadata") or {}).get("namespace", "") if rt.namespaced else ""
-        return copy.deepcopy(self._store.create(rt, ns, obj).obj)
+        return json.loads(self._store.create(rt, ns, obj).raw)
 
     def modify(
         self,

@@ -148,9 +148,16 @@ def parse_json_patch(body: Any) -> list[dict[str, Any]]:
     return body
 
 
-def apply_json_patch(doc: Any, ops: list[dict[str, Any]]) -> Any:
-    """RFC 6902. ``doc`` is copied first; any failing operation fails the whole patch."""
-    doc = copy.deepcopy(doc)
+def clone(doc: Any) -> Any:
+    """A deep copy of JSON data (several times faster than copy.deepcopy)."""
+    return json.loads(json.dumps(doc))
+
+
+def apply_json_patch(doc: Any, ops: list[dict[str, Any]], *, in_place: bool = False) -> Any:
+    """RFC 6902. ``doc`` is copied first unless ``in_place`` (the caller's own copy);
+    any failing operation fails the whole patch."""
+    if not in_place:
+        doc = clone(doc)
     for op in parse_json_patch(ops):
         kind, path = op["op"], op["path"]
         if kind == "add":

@@ -388,7 +388,7 @@ class _Handler(BaseHTTPRequestHandler):
         def change(current: dict[str, Any]) -> dict[str, Any]:
             try:
                 if ctype == JSON_PATCH:
-                    result = patches.apply_json_patch(current, doc)
+                    result = patches.apply_json_patch(current, doc, in_place=True)
                 elif ctype == MERGE_PATCH:
                     if not isinstance(doc, dict):
                         raise bad_request("merge patch must be a JSON object")
