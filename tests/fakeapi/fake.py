@@ -30,7 +30,9 @@ from .resources import (
     ResourceType,
 )
 from .server import ServerCore
-from .tokens import TokenRegistry
+from .tokens import TokenRegistry, TokenUser
+
+ADMIN_TOKEN = "fake-admin-token"
 
 KUBELET_LABEL_PREFIXES = ("kubernetes.io/", "beta.kubernetes.io/", "node.kubernetes.io/")
 BASE_CAPACITY = {
@@ -215,9 +217,19 @@ class FakeApiServer(ServerCore):
 
         return client.ApiClient(self.configuration(token))
 
-    def write_kubeconfig(self, path: str | os.PathLike[str], *, token: str = "fake-admin-token") -> Path:
+    def admin_token(self) -> str:
+        """A token for a cluster administrator (``system:masters``), registered here."""
+        if self.tokens.lookup(ADMIN_TOKEN) is None:
+            self.tokens.add(
+                ADMIN_TOKEN, TokenUser("kubernetes-admin", groups=("system:masters", "system:authenticated"))
+            )
+        return ADMIN_TOKEN
+
+    def write_kubeconfig(self, path: str | os.PathLike[str], *, token: str | None = None) -> Path:
         """A kubeconfig for this server, for programs run as subprocesses
-        (``nfd master --kubeconfig PATH``). JSON is valid YAML, so no YAML writer needed."""
+        (``nfd master --kubeconfig PATH``); the admin token unless ``token`` is given.
+        JSON is valid YAML, so no YAML writer is needed."""
+        token = token or self.admin_token()
         out = Path(path)
         config = {
             "apiVersion": "v1",

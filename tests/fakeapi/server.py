@@ -41,6 +41,9 @@ VERSION_INFO = {
     "platform": "linux/amd64",
 }
 TOKEN_REVIEW_API = "authentication.k8s.io/v1"
+MAX_JSON_PATCH_OPS = 10000
+# Paths anyone may read (the system:public-info-viewer role).
+_PUBLIC = frozenset({"version", "healthz", "readyz", "livez"})
 
 
 class _Route:
@@ -171,6 +174,14 @@ class _Handler(BaseHTTPRequestHandler):
             head.append(f"{k}: {v}")
         self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
 
+    def _user(self) -> str | None:
+        """The username the request's bearer token stands for, if the registry knows it."""
+        auth = self.headers.get("Authorization") or ""
+        if not auth.startswith("Bearer "):
+            return None
+        status = self.server.fake.tokens.review({"token": auth[7:].strip()})
+        return status["user"]["username"] if status.get("authenticated") else None
+
     def _read_body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length > 0 else b""
@@ -192,6 +203,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         route = _Route()
         logged = False
+        user = self._user()
 
         def record(status: int) -> None:
             # Logged before the answer goes out, so a client that got its answer finds
@@ -213,6 +225,7 @@ class _Handler(BaseHTTPRequestHandler):
                     name=route.name,
                     status=status,
                     content_type=self.headers.get("Content-Type") or "",
+                    user=user or "",
                     duration=time.perf_counter() - started,
                 )
             )
@@ -224,6 +237,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             try:
                 route = _route(method, url.path, query)
+                if fake.require_auth and user is None and route.special not in _PUBLIC:
+                    raise ApiError(401, "Unauthorized")
                 delay, injected = fake.faults.take(
                     method, url.path, route.verb, route.resource, route.subresource
                 )
@@ -386,6 +401,13 @@ class _Handler(BaseHTTPRequestHandler):
             raise bad_request(f"error decoding patch: {e}") from None
 
         def change(current: dict[str, Any]) -> dict[str, Any]:
+            if ctype == JSON_PATCH and isinstance(doc, list) and len(doc) > MAX_JSON_PATCH_OPS:
+                raise ApiError(
+                    413,
+                    f"Request entity too large: The allowed maximum operations in a JSON patch is "
+                    f"{MAX_JSON_PATCH_OPS}, got {len(doc)}",
+                    reason="RequestEntityTooLarge",
+                )
             try:
                 if ctype == JSON_PATCH:
                     result = patches.apply_json_patch(current, doc, in_place=True)
@@ -397,8 +419,12 @@ class _Handler(BaseHTTPRequestHandler):
                     result = patches.apply_strategic_merge_patch(current, doc)
             except patches.PatchFormatError as e:
                 raise bad_request(str(e)) from None
-            except patches.PatchError as e:
-                raise ApiError(422, str(e)) from None
+            except patches.PatchError:
+                # The API server says only this (no detail, empty details) for a JSON
+                # Patch that does not apply, a failed "test" included.
+                raise ApiError(
+                    422, "the server rejected our request due to an error in our request", details={}
+                ) from None
             if not isinstance(result, dict):
                 raise ApiError(422, "the patch turned the object into something that is not an object")
             return result
@@ -554,6 +580,8 @@ class ServerCore:
         self.faults = Faults()
         self.log = RequestLog()
         self.stopping = threading.Event()
+        # When True, requests need a bearer token the registry knows (401 otherwise).
+        self.require_auth = False
         self._host, self._port = host, port
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None

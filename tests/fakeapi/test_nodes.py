@@ -110,7 +110,9 @@ def test_json_patch_failed_test_is_422_and_changes_nothing(fake_api: FakeApiServ
             ],
         )
     assert e.value.status == 422
-    assert _status(e.value)["reason"] == "Invalid"
+    body = _status(e.value)
+    assert body["reason"] == "Invalid"
+    assert body["message"] == "the server rejected our request due to an error in our request"
     assert fake_api.node("n") == before
 
 

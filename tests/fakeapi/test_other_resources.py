@@ -160,3 +160,23 @@ def test_node_feature_rules_crud(fake_api: FakeApiServer, fake_api_client: Any) 
 def test_version_and_health(fake_api: FakeApiServer, fake_api_client: Any) -> None:
     info = client.VersionApi(fake_api_client).get_code()
     assert info.major == "1" and info.git_version.startswith("v1.")
+
+
+def test_require_auth_and_user_in_log(fake_api: FakeApiServer) -> None:
+    fake_api.create_node("n")
+    fake_api.require_auth = True
+    with fake_api.api_client() as anonymous:
+        with pytest.raises(ApiException) as e:
+            client.CoreV1Api(anonymous).read_node("n")
+        assert e.value.status == 401 and json.loads(e.value.body)["reason"] == "Unauthorized"
+        assert client.VersionApi(anonymous).get_code().major == "1"  # public, as on a cluster
+    token = fake_api.tokens.issue_service_account(NS, "nfd-master")
+    with fake_api.api_client(token) as master:
+        client.CoreV1Api(master).patch_node("n", {"metadata": {"labels": {"a": "1"}}})
+    with fake_api.api_client(fake_api.admin_token()) as admin:
+        client.CoreV1Api(admin).read_node("n")
+    assert [r.user for r in fake_api.log.records(resource="nodes")] == [
+        "",
+        "system:serviceaccount:node-feature-discovery:nfd-master",
+        "kubernetes-admin",
+    ]
