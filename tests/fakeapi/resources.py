@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import re
 from collections.abc import Callable
@@ -31,6 +32,8 @@ class ResourceType:
     custom: bool = False  # a custom resource: no strategic merge, list items keep kind
     field_selectors: frozenset[str] = frozenset({"metadata.name"})
     validate: Validator | None = field(default=None, compare=False)
+    # Rewrites fields into the form the API server stores them in (time formats).
+    normalize: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
 
     @property
     def api_version(self) -> str:
@@ -173,6 +176,26 @@ def _validate_lease(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         raise invalid("Lease", "coordination.k8s.io", obj["metadata"]["name"], causes)
 
 
+def _micro_time(value: Any, field_path: str) -> str:
+    """A MicroTime as the API server writes it: UTC, microseconds, ``Z``."""
+    try:
+        parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        raise ApiError(
+            400, f'{field_path}: parsing time "{value}" as RFC3339 with microseconds failed'
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _normalize_lease(obj: dict[str, Any]) -> None:
+    spec = obj.get("spec") or {}
+    for key in ("acquireTime", "renewTime"):
+        if spec.get(key):
+            spec[key] = _micro_time(spec[key], f"spec.{key}")
+
+
 NFD_GROUP = "nfd.k8s-sigs.io"
 
 NODES = ResourceType(
@@ -203,6 +226,7 @@ LEASES = ResourceType(
     namespaced=True,
     field_selectors=frozenset({"metadata.name", "metadata.namespace"}),
     validate=_validate_lease,
+    normalize=_normalize_lease,
 )
 NODE_FEATURE_RULES = ResourceType(
     NFD_GROUP,

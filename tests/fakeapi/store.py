@@ -131,6 +131,8 @@ class Store:
         if rt.kind in ("Node", "Pod"):
             obj.setdefault("spec", {})
             obj.setdefault("status", {})
+        if rt.normalize:
+            rt.normalize(obj)
         if rt.validate:
             rt.validate(obj, None)
         with self.lock:
@@ -198,6 +200,8 @@ class Store:
                 meta["generation"] = int(old_meta.get("generation", 1)) + 1
             for k in [k for k in new if new[k] is None and k in ("spec", "status")]:
                 new.pop(k)
+            if rt.normalize:
+                rt.normalize(new)
             if rt.validate:
                 rt.validate(new, current.obj)
             new["kind"], new["apiVersion"] = rt.kind, rt.api_version

@@ -180,3 +180,34 @@ def test_require_auth_and_user_in_log(fake_api: FakeApiServer) -> None:
         "system:serviceaccount:node-feature-discovery:nfd-master",
         "kubernetes-admin",
     ]
+
+
+def test_kubernetes_leaderelection_lease_lock(fake_api: FakeApiServer, fake_api_client: Any) -> None:
+    """The client library's own LeaseLock works against the fake: create, read, renew,
+    and a candidate holding a stale copy loses the update race."""
+    from kubernetes.leaderelection.leaderelectionrecord import LeaderElectionRecord
+    from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+
+    name = "nfd-master.nfd.kubernetes.io"
+    locks = []
+    for ident in ("master-a", "master-b"):
+        lock = LeaseLock(name, NS, ident)
+        lock.api_instance = client.CoordinationV1Api(fake_api_client)
+        locks.append(lock)
+    a, b = locks
+    found, err = a.get(name, NS)
+    assert not found and err.status == 404
+    t0 = "2026-01-02 03:04:05.678901"
+    assert a.create(name, NS, LeaderElectionRecord("master-a", "15", t0, t0))
+    stored = fake_api.lease(name, NS)["spec"]
+    assert stored["holderIdentity"] == "master-a" and stored["leaseDurationSeconds"] == 15
+    assert stored["renewTime"].endswith("Z") and len(stored["renewTime"]) == len(
+        "2026-01-02T03:04:05.678901Z"
+    )
+    found, record = b.get(name, NS)
+    assert found and record.holder_identity == "master-a"
+    t1 = "2026-01-02 03:04:15.000000"
+    assert a.update(name, NS, LeaderElectionRecord("master-a", "15", t0, t1))
+    assert not b.update(name, NS, LeaderElectionRecord("master-b", "15", t1, t1))  # stale: 409
+    assert fake_api.lease(name, NS)["spec"]["holderIdentity"] == "master-a"
+    assert fake_api.log.count(verb="update", resource="leases.coordination.k8s.io", status=409) == 1
