@@ -5,12 +5,15 @@
 
 Prints requests/s for GET node and PATCH node (JSON Patch on labels) and PATCH
 nodes/status, from one client thread and from ``--threads`` threads sharing one
-ApiClient (its urllib3 pool), plus the time to create and LIST ``--nodes`` nodes.
+ApiClient (its urllib3 pool), the same GET and PATCH over a bare http.client connection (the server's own cost), and
+the time to create and LIST ``--nodes`` nodes.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import sys
 import threading
 import time
@@ -96,6 +99,27 @@ def main() -> None:
             for threads in (1, args.threads):
                 rate, total = _rate(fn, args.seconds, threads)
                 print(f"  {label:34s} {threads:2d} thread(s): {rate:8.0f} req/s ({total} requests)")
+        # The server alone: a bare keep-alive http.client connection, no models.
+        conn = http.client.HTTPConnection("127.0.0.1", api.port)
+        for label, method in (
+            ("raw GET node (http.client)", "GET"),
+            ("raw PATCH node (http.client)", "PATCH"),
+        ):
+            n, stop = 0, time.monotonic() + args.seconds
+            t0 = time.perf_counter()
+            while time.monotonic() < stop:
+                body = json.dumps([{"op": "add", "path": "/metadata/labels/raw", "value": str(n % 97)}])
+                conn.request(
+                    method,
+                    f"/api/v1/nodes/{names[n % len(names)]}",
+                    body=body if method == "PATCH" else None,
+                    headers={"Content-Type": "application/json-patch+json", "Accept": "application/json"},
+                )
+                resp = conn.getresponse()
+                resp.read()
+                n += 1
+            print(f"  {label:34s}  1 thread(s): {n / (time.perf_counter() - t0):8.0f} req/s ({n} requests)")
+        conn.close()
         t0 = time.perf_counter()
         items = v1.list_node().items
         listed = time.perf_counter() - t0

@@ -17,9 +17,10 @@ from __future__ import annotations
 import copy
 import json
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .resources import (
     ALL_TYPES,
@@ -34,6 +35,7 @@ from .tokens import TokenRegistry, TokenUser
 
 ADMIN_TOKEN = "fake-admin-token"
 
+T = TypeVar("T")
 KUBELET_LABEL_PREFIXES = ("kubernetes.io/", "beta.kubernetes.io/", "node.kubernetes.io/")
 BASE_CAPACITY = {
     "cpu": "2",
@@ -198,6 +200,21 @@ class FakeApiServer(ServerCore):
     def start(self) -> FakeApiServer:
         super().start()
         return self
+
+    def wait_for(self, predicate: Callable[[], T], *, timeout: float = 10.0, what: str = "condition") -> T:
+        """Wait until ``predicate()`` returns something truthy and return it. It is
+        re-evaluated on every store change and at least every 50 ms (so it may look at
+        the request log too). Raises TimeoutError naming ``what``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            rv = self.store.resource_version
+            value = predicate()
+            if value:
+                return value
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{what} not reached within {timeout} s")
+            self.store.wait_beyond(rv, min(remaining, 0.05))
 
     # -- clients ----------------------------------------------------------------------
 

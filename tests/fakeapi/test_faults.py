@@ -150,3 +150,19 @@ def test_many_concurrent_clients(fake_api: FakeApiServer) -> None:
         labels = fake_api.labels(f"n{i}")
         assert all(labels[f"l{j}"] == str(j) for j in range(10))
     assert fake_api.log.count(verb="patch", status=200) == 200
+
+
+def test_wait_for_sees_changes_from_other_threads(fake_api: FakeApiServer, core_v1: Any) -> None:
+    fake_api.create_node("n")
+
+    def later() -> None:
+        time.sleep(0.1)
+        core_v1.patch_node("n", {"metadata": {"labels": {"ready": "yes"}}})
+
+    t = threading.Thread(target=later)
+    t.start()
+    labels = fake_api.wait_for(lambda: fake_api.labels("n").get("ready"), timeout=10, what="label ready")
+    t.join()
+    assert labels == "yes"
+    with pytest.raises(TimeoutError, match="never"):
+        fake_api.wait_for(lambda: False, timeout=0.1, what="never")
