@@ -31,6 +31,9 @@ class ResourceType:
     subresources: frozenset[str] = frozenset()
     custom: bool = False  # a custom resource: no strategic merge, list items keep kind
     field_selectors: frozenset[str] = frozenset({"metadata.name"})
+    # Whether writes to the status subresource leave metadata (labels, annotations, ...)
+    # as stored. Nodes are the exception: their status strategy resets only spec.
+    status_keeps_meta: bool = True
     validate: Validator | None = field(default=None, compare=False)
     # Rewrites fields into the form the API server stores them in (time formats).
     normalize: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
@@ -206,6 +209,7 @@ NODES = ResourceType(
     namespaced=False,
     subresources=frozenset({"status"}),
     field_selectors=frozenset({"metadata.name", "spec.unschedulable"}),
+    status_keeps_meta=False,
     validate=_validate_node,
 )
 PODS = ResourceType(

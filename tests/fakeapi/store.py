@@ -186,7 +186,9 @@ class Store:
             # are never changed in place.
             if subresource == "status":
                 new["spec"] = current.obj.get("spec")
-                for k in ("labels", "annotations", "finalizers", "ownerReferences"):
+                for k in (
+                    ("labels", "annotations", "finalizers", "ownerReferences") if rt.status_keeps_meta else ()
+                ):
                     if k in old_meta:
                         meta[k] = old_meta[k]
                     else:
