@@ -120,7 +120,8 @@ def test_json_patch_failed_test_is_422_and_changes_nothing(fake_api: FakeApiServ
     ("ops", "code"),
     [
         ([{"op": "remove", "path": "/metadata/labels/nope"}], 422),
-        ([{"op": "replace", "path": "/metadata/labels/nope", "value": "v"}], 422),
+        ([{"op": "replace", "path": "/metadata/nothere/key", "value": "v"}], 422),
+        ([{"op": "test", "path": "/metadata/labels/nope", "value": "v"}], 422),
         ([{"op": "add", "path": "/metadata/nothere/key", "value": "v"}], 422),
         ([{"op": "frobnicate", "path": "/metadata/labels/x"}], 400),
         ([{"op": "add", "path": "/metadata/labels/x"}], 400),

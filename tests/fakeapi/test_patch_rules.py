@@ -30,6 +30,11 @@ DOC = {"a": {"b~c": 1, "d/e": 2, "list": [1, 2, 3]}, "x": "y"}
         ([{"op": "move", "from": "/x", "path": "/z"}], {"a": DOC["a"], "z": "y"}),
         ([{"op": "copy", "from": "/x", "path": "/z"}], {**DOC, "z": "y"}),
         ([{"op": "test", "path": "/a/list", "value": [1, 2, 3]}], DOC),
+        ([{"op": "test", "path": "/a/list/0", "value": 1.0}], DOC),
+        # As the API server's library: replace sets a missing member, test of a missing
+        # member against null passes.
+        ([{"op": "replace", "path": "/nope", "value": 1}], {**DOC, "nope": 1}),
+        ([{"op": "test", "path": "/missing", "value": None}], DOC),
     ],
 )
 def test_json_patch_ops(ops: list[dict[str, Any]], expected: Any) -> None:
@@ -42,10 +47,12 @@ def test_json_patch_ops(ops: list[dict[str, Any]], expected: Any) -> None:
     "ops",
     [
         [{"op": "test", "path": "/x", "value": "z"}],
-        [{"op": "test", "path": "/missing", "value": None}],
+        [{"op": "test", "path": "/missing", "value": "x"}],
+        [{"op": "test", "path": "/x", "value": None}],
         [{"op": "test", "path": "/a/list/0", "value": True}],  # 1 is not true
         [{"op": "remove", "path": "/nope"}],
-        [{"op": "replace", "path": "/nope", "value": 1}],
+        [{"op": "replace", "path": "/nope/deeper", "value": 1}],
+        [{"op": "replace", "path": "/a/list/3", "value": 1}],
         [{"op": "add", "path": "/nope/deeper", "value": 1}],
         [{"op": "add", "path": "/a/list/9", "value": 1}],
         [{"op": "add", "path": "/ok", "value": 1}, {"op": "test", "path": "/x", "value": "no"}],
