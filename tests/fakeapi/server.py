@@ -135,9 +135,61 @@ def _decode_continue(token: str) -> tuple[str, str]:
         raise bad_request(f"continue key is not valid: {token}") from None
 
 
+class _Headers(dict[str, str]):
+    """Request headers by lower-cased name (what the handler needs of email.Message,
+    without its parsing cost)."""
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        return dict.get(self, key.lower(), default)
+
+    def __getitem__(self, key: str) -> str:
+        return dict.__getitem__(self, key.lower())
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and dict.__contains__(self, key.lower())
+
+
+_MAX_HEADERS = 100
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+
+    def parse_request(self) -> bool:
+        """The request line and headers, parsed directly (http.server's email-based
+        parser costs more than everything else the fake does for a GET)."""
+        line = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        self.requestline = line
+        parts = line.split()
+        if len(parts) != 3 or parts[2] not in ("HTTP/1.1", "HTTP/1.0"):
+            self.request_version = "HTTP/1.0"  # answer with a status line, then close
+            self.close_connection = True
+            self.send_error(HTTPStatus.BAD_REQUEST, f"Bad request line {line!r}")
+            return False
+        self.command, self.path, self.request_version = parts
+        headers = _Headers()
+        for _ in range(_MAX_HEADERS + 1):
+            raw = self.rfile.readline(65537)
+            if len(raw) > 65536:
+                self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Header line too long")
+                return False
+            if raw in (b"\r\n", b"\n", b""):
+                break
+            name, sep, value = str(raw, "iso-8859-1").partition(":")
+            if not sep:
+                self.send_error(HTTPStatus.BAD_REQUEST, f"Bad header line {raw!r}")
+                return False
+            headers[name.strip().lower()] = value.strip()
+        else:
+            self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Too many headers")
+            return False
+        self.headers = headers  # type: ignore[assignment]
+        conn = headers.get("connection", "").lower()
+        self.close_connection = conn == "close" or (
+            self.request_version == "HTTP/1.0" and conn != "keep-alive"
+        )
+        return True
 
     def setup(self) -> None:
         super().setup()
