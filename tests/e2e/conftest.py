@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not real_cluster_requested():
+    mark_fake_only(items, real=real_cluster_requested())
+
+
+def mark_fake_only(items: list[pytest.Item], *, real: bool) -> None:
+    if not real:
         return
     skip = pytest.mark.skip(
         reason=f"needs the fake API server's fault injection or state access ({ENV_REAL}=1)"
@@ -109,18 +113,16 @@ class E2ECluster:
                     raise
 
 
-@pytest.fixture(scope="session")
-def _real_cluster() -> Iterator[tuple[Any, Path] | None]:
-    """The real cluster's ApiClient and kubeconfig when requested and reachable; None
-    for the fake; a skip (with the reason) when requested but unusable."""
-    if not real_cluster_requested():
-        yield None
-        return
-    path = os.environ.get(ENV_KUBECONFIG, "")
+def connect_real_cluster(env: Mapping[str, str]) -> tuple[Any, Path] | str | None:
+    """From the environment: None (use the fake), the real cluster's ApiClient and
+    kubeconfig path, or the reason the requested cluster cannot be used."""
+    if env.get(ENV_REAL, "") != "1":
+        return None
+    path = env.get(ENV_KUBECONFIG, "")
     if not path:
-        pytest.skip(f"{ENV_REAL}=1 but {ENV_KUBECONFIG} is not set")
+        return f"{ENV_REAL}=1 but {ENV_KUBECONFIG} is not set"
     if not Path(path).is_file():
-        pytest.skip(f"{ENV_KUBECONFIG}={path} is not a file")
+        return f"{ENV_KUBECONFIG}={path} is not a file"
     try:
         from kubernetes import client, config
 
@@ -128,11 +130,22 @@ def _real_cluster() -> Iterator[tuple[Any, Path] | None]:
         client.VersionApi(api_client).get_code(_request_timeout=10)
         client.CoreV1Api(api_client).list_node(limit=1, _request_timeout=10)
     except Exception as e:  # any failure means the same thing here: no usable cluster
-        pytest.skip(f"real cluster from {ENV_KUBECONFIG}={path} is unusable: {type(e).__name__}: {e}"[:300])
+        return f"real cluster from {ENV_KUBECONFIG}={path} is unusable: {type(e).__name__}: {e}"[:300]
+    return api_client, Path(path)
+
+
+@pytest.fixture(scope="session")
+def _real_cluster() -> Iterator[tuple[Any, Path] | None]:
+    """The real cluster when requested and reachable; None for the fake; a skip (with
+    the reason) when requested but unusable."""
+    found = connect_real_cluster(os.environ)
+    if isinstance(found, str):
+        pytest.skip(found)
     try:
-        yield api_client, Path(path)
+        yield found
     finally:
-        api_client.close()
+        if found is not None:
+            found[0].close()
 
 
 @pytest.fixture
