@@ -58,17 +58,19 @@ def test_api_server_down_then_back_latest_features_applied(fake_api, mode):
         m.put("n1", {"v": "2"})  # newer features while the API server is away
         m.put("n1", {"v": "3"})
         assert m.client.get("/api/v1/nodes/n1").json()["inSync"] is False
-        mark = fake_api.log.mark()
         fake_api.faults.up()
         wait_for(m.settled, what="publish after the outage")
         assert fake_api.labels("n1")[f"{FNS}/fixture-v"] == "3"
         assert fake_api.labels("n2")[f"{FNS}/fixture-v"] == "1"
-        # At most one write per node once the API server is back (the newest features;
-        # what came in meanwhile was coalesced), and at most two for n1 in all.
-        ok = [r.name for r in fake_api.log.records(since=mark, verb="patch", resource="nodes", status=200)]
-        assert ok.count("n1") <= 1 and ok.count("n2") <= 1
-        every = [r.name for r in fake_api.log.records(verb="patch", resource="nodes", status=200)]
-        assert every.count("n1") <= 2
+        ok = [r.name for r in fake_api.log.records(verb="patch", resource="nodes", status=200)]
+        if mode == "503":
+            # One write per node once the API server is back: the newest features; what
+            # came in meanwhile was coalesced, never written.
+            assert sorted(ok) == ["n1", "n2"]
+        else:
+            # Connections dropped unanswered: a write may have landed without the master
+            # hearing of it, so it may be repeated (idempotent), but not more.
+            assert ok.count("n1") <= 2 and ok.count("n2") <= 2
         assert m.view("n1")["inSync"] is True and m.view("n1")["lastError"] == ""
 
 
