@@ -15,7 +15,7 @@ from typing import Any
 
 from nfd.features import Features
 from nfd.master.decide import Decider, Decision
-from nfd.master.featurestore import encode
+from nfd.master.featurestore import GroupCache, encode
 from nfd.master.metrics import Metrics
 from nfd.master.publisher import MemoryPublisher, Publisher
 from nfd.master.state import NodeRecord, NodeStore, now
@@ -51,6 +51,7 @@ class MasterService:
         # (relevant features, device-plugin resources) -> decision: nodes that differ
         # only in what no label function or rule reads share one decision.
         self._decisions: dict[tuple[str, frozenset[str]], Decision] = {}
+        self._groups = GroupCache()
         # Equal decisions are one object, whatever features led to them.
         self._interned: weakref.WeakValueDictionary[str, Decision] = weakref.WeakValueDictionary()
         self._reeval_task: asyncio.Task[None] | None = None
@@ -97,7 +98,7 @@ class MasterService:
         self.metrics.update_requests.inc()
         dpr = frozenset(device_plugin_resources)
         rec = self.store.get(name)
-        enc = encode(features)
+        enc = encode(features, self._groups)
         digest = enc.digest
         # A worker re-sending what it sent before (it restarted, or heartbeats are off)
         # costs no decision and no write.
