@@ -160,9 +160,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"nfd worker: {outcome.reason} (node {node})", file=sys.stderr)
         return 0
 
+    from nfd.sources.local import features_dir
     from nfd.worker.agent import Agent
     from nfd.worker.hotplug import UdevMonitor
-    from nfd.worker.watch import features_dir
 
     names = {s.name for s in sources}
     try:

@@ -17,9 +17,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from nfd.config import SourcesConfig
-from nfd.hostroot import HostRoot
-
 log = logging.getLogger(__name__)
 
 POLL_INTERVAL = 0.5
@@ -44,14 +41,6 @@ _MASK = (
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len
 
 Snapshot = frozenset[tuple[str, int, int]]
-
-
-def features_dir(host: HostRoot, config: SourcesConfig) -> Path:
-    """Where the local source reads: a path under /etc is taken below the host's etc."""
-    p = config.local.features_dir
-    if p == "/etc" or p.startswith("/etc/"):
-        return host.etc / p[len("/etc/") :]
-    return Path(p)
 
 
 class DirWatcher:
