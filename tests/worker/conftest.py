@@ -1,0 +1,57 @@
+"""Fixtures for the worker tests (helpers live in worker_helpers.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from worker_helpers import (
+    HostTree,
+    Master,
+    WorkerProc,
+    _alive_and_serving,
+    env,
+    free_port,
+    wait_until,
+)
+
+
+@pytest.fixture
+def master(tmp_path: Path) -> Iterator[Master]:
+    m = Master(tmp_path)
+    m.start()
+    yield m
+    m.stop()
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> HostTree:
+    return HostTree(tmp_path / "host")
+
+
+@pytest.fixture
+def start_worker(tmp_path: Path) -> Iterator[Callable[..., WorkerProc]]:
+    started: list[WorkerProc] = []
+
+    def start(master_url: str, host: HostTree, *args: str, node: str = "node-a") -> WorkerProc:
+        port = free_port()
+        log = tmp_path / f"worker-{port}.log"
+        cmd = [sys.executable, "-m", "nfd", "--log-level", "info", "worker", "--master", master_url]
+        cmd += ["--node-name", node, "--sources", "local", "--host-root", str(host.root)]
+        cmd += ["--status-host", "127.0.0.1", "--port", str(port), *args]
+        with open(log, "wb") as logf:
+            proc = subprocess.Popen(cmd, env=env(), stdout=logf, stderr=subprocess.STDOUT)
+        w = WorkerProc(proc, log, port)
+        started.append(w)
+        wait_until(lambda: _alive_and_serving(w), timeout=15, what="the worker's status server")
+        return w
+
+    yield start
+    for w in started:
+        w.stop()
