@@ -1,0 +1,194 @@
+"""``nfd worker`` as a command: --oneshot exit codes, identity, status endpoints, leanness."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from worker_helpers import HostTree, Master, env, free_port, http_get, run_cli, wait_until
+
+
+def test_oneshot_delivers_and_exits_0(master: Master, host: HostTree) -> None:
+    host.write("f", "once=yes\n")
+    r = run_cli(
+        "worker", "--oneshot", "--master", master.url, "--node-name", "n-once",
+        "--sources", "local", "--host-root", str(host.root),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert master.local_features("n-once") == {"once": "yes"}
+
+
+def test_oneshot_without_a_master_exits_1_with_one_line(host: HostTree) -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nobody listens there
+    r = run_cli(
+        "worker",
+        "--oneshot",
+        "--master",
+        url,
+        "--node-name",
+        "n",
+        "--sources",
+        "local",
+        "--host-root",
+        str(host.root),
+    )
+    assert r.returncode == 1
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("nfd worker: error: features not delivered:") and "unreachable" in last
+    assert "Traceback" not in r.stderr
+
+
+def test_oneshot_refused_by_the_master_exits_1_with_its_reason(tmp_path: Path, host: HostTree) -> None:
+    master = Master(tmp_path, ["--max-body-bytes", "64"])
+    master.start()
+    try:
+        host.write("big", "".join(f"key{i}=value{i}\n" for i in range(50)))
+        r = run_cli(
+            "worker",
+            "--oneshot",
+            "--master",
+            master.url,
+            "--node-name",
+            "n",
+            "--sources",
+            "local",
+            "--host-root",
+            str(host.root),
+        )
+    finally:
+        master.stop()
+    assert r.returncode == 1
+    assert "HTTP 413" in r.stderr.strip().splitlines()[-1]
+
+
+def test_missing_node_name_exits_2_with_one_line() -> None:
+    r = run_cli("worker", "--master", "http://127.0.0.1:1")
+    assert r.returncode == 2
+    assert r.stderr.strip() == "nfd worker: error: no node name: give --node-name or set NODE_NAME"
+
+
+def test_node_name_from_the_environment(master: Master, host: HostTree) -> None:
+    r = run_cli(
+        "worker", "--oneshot", "--master", master.url, "--sources", "local", "--host-root", str(host.root),
+        extra_env={"NODE_NAME": "from-env"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert master.node("from-env") is not None
+
+
+def test_missing_master_and_bad_flags_exit_2() -> None:
+    r = run_cli("worker", "--node-name", "n")
+    assert (r.returncode, r.stderr.strip()) == (
+        2,
+        "nfd worker: error: no master: give --master URL or set NFD_MASTER_URL",
+    )
+    r = run_cli("worker", "--node-name", "n", "--master", "ftp://x")
+    assert r.returncode == 2 and "expected http://" in r.stderr
+    r = run_cli("worker", "--node-name", "n", "--master", "http://x", "--sleep-interval", "soon")
+    assert r.returncode == 2 and "--sleep-interval" in r.stderr
+    r = run_cli("worker", "--node-name", "n", "--master", "http://x", "--sources", "nope")
+    assert r.returncode == 2 and "unknown feature source 'nope'" in r.stderr
+
+
+def test_device_plugin_resources_are_reported(master: Master, host: HostTree, tmp_path: Path) -> None:
+    cfg = tmp_path / "dp.yaml"
+    cfg.write_text("resources:\n  - name: example.com/widget\n  - name: example.com/gadget\n")
+    r = run_cli(
+        "worker", "--oneshot", "--master", master.url, "--node-name", "n-dp", "--sources", "local",
+        "--host-root", str(host.root), "--device-plugin-config", str(cfg),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    view = master.node("n-dp")
+    assert view is not None
+    assert view["devicePluginResources"] == ["example.com/gadget", "example.com/widget"]
+    cfg.write_text("resources:\n  - count: 1\n")
+    r = run_cli(
+        "worker",
+        "--oneshot",
+        "--master",
+        master.url,
+        "--node-name",
+        "n-dp",
+        "--device-plugin-config",
+        str(cfg),
+    )
+    assert r.returncode == 2 and "resources[0] has no name" in r.stderr
+
+
+def test_healthz_and_metrics(master: Master, host: HostTree, start_worker) -> None:
+    w = start_worker(master.url, host, "--sleep-interval", "0.2s")
+    wait_until(lambda: w.requests("heartbeat", "ok") >= 1, what="a heartbeat")
+    status, body = http_get(f"http://127.0.0.1:{w.port}/healthz")
+    assert (status, body) == (200, b"ok\n")
+    text = http_get(f"http://127.0.0.1:{w.port}/metrics")[1].decode()
+    assert 'nfd_worker_build_info{version="' in text
+    for le in ("0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1.0", "+Inf"):
+        assert f'nfd_worker_feature_discovery_duration_seconds_bucket{{le="{le}",node="node-a"}}' in text
+    count = w.metrics()['nfd_worker_feature_discovery_duration_seconds_count{node="node-a"}']
+    assert count >= 2
+
+
+def test_json_logs(master: Master, host: HostTree) -> None:
+    r = run_cli(
+        "--log-format", "json", "--log-level", "info", "worker", "--oneshot", "--master", master.url,
+        "--node-name", "n-json", "--sources", "local", "--host-root", str(host.root),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    records = [json.loads(line) for line in r.stderr.splitlines() if line.startswith("{")]
+    assert any("applied" in rec["msg"] for rec in records)
+
+
+# The worker must stay lean: none of the master's or the device plugin's libraries.
+FORBIDDEN = ("kubernetes", "fastapi", "pydantic", "grpc", "starlette", "uvicorn")
+
+_PROBE = """
+import json, os, sys, threading, time, urllib.request
+from nfd.cli import main
+argv = sys.argv[1:]
+port = argv[argv.index("--port") + 1]
+
+def probe():
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1).read().decode()
+            if 'kind="heartbeat",result="ok"' in body:
+                print(json.dumps(sorted(sys.modules)), flush=True)
+                os._exit(0)
+        except OSError:
+            pass
+        time.sleep(0.05)
+    os._exit(3)
+
+threading.Thread(target=probe, daemon=True).start()
+main(argv)
+"""
+
+
+def test_the_running_worker_never_imports_heavy_libraries(master: Master, host: HostTree) -> None:
+    port = free_port()
+    args = [
+        "worker",
+        "--master",
+        master.url,
+        "--node-name",
+        "n-lean",
+        "--sleep-interval",
+        "0.1s",
+        "--port",
+        str(port),
+        "--status-host",
+        "127.0.0.1",
+        "--host-root",
+        str(host.root),
+    ]  # fmt: skip (all sources: the real worker's import set)
+    r = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args], env=env(), capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    modules = json.loads(r.stdout.strip().splitlines()[-1])
+    assert "nfd.worker.schedule" in modules and "apscheduler" in modules  # it did run
+    heavy = sorted(m for m in modules if m.split(".")[0] in FORBIDDEN)
+    assert heavy == []
