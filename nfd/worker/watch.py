@@ -115,8 +115,8 @@ class DirWatcher:
     def _watch_poll(self, *, until_dir_exists: bool) -> None:
         """Poll mtimes; with ``until_dir_exists``, hand back to inotify once the
         directory is there."""
-        self.mode = "poll"
         before = _snapshot(self.path)
+        self.mode = "poll"
         while not self._stop.wait(POLL_INTERVAL):
             now = _snapshot(self.path)
             if now != before:
