@@ -1,0 +1,151 @@
+"""The master's core, independent of HTTP: takes features, keeps decisions current
+(also when rules change), and hands nodes to the publisher."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nfd.features import Features
+from nfd.master.decide import Decider, Decision
+from nfd.master.metrics import Metrics
+from nfd.master.publisher import MemoryPublisher, Publisher
+from nfd.master.state import NodeRecord, NodeStore, now
+from nfd.rules import RuleSet
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    record: NodeRecord
+    changed: bool
+
+
+def canonical(features: Features) -> tuple[str, bytes]:
+    """(digest, canonical JSON): the digest is the worker's Features.digest()."""
+    data = json.dumps(features.to_dict(), sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(data).hexdigest(), data
+
+
+class MasterService:
+    def __init__(self, *, decider: Decider, metrics: Metrics, publisher: Publisher | None = None) -> None:
+        self.store = NodeStore()
+        self.decider = decider
+        self.metrics = metrics
+        self.publisher: Publisher = publisher or MemoryPublisher(self.store)
+        # digest -> device-plugin resources -> decision; shared by identical nodes.
+        self._decisions: dict[str, dict[frozenset[str], Decision]] = {}
+        self._reeval_task: asyncio.Task[None] | None = None
+        self._reeval_pending = False
+        self._last_reeval = 0.0
+        self.min_reeval_interval = 1.0
+        self.rules_synced = True
+
+    # -- decisions --------------------------------------------------------------------
+    def _decision(self, digest: str, features: Features, dpr: frozenset[str]) -> Decision:
+        by_dpr = self._decisions.setdefault(digest, {})
+        d = by_dpr.get(dpr)
+        if d is None:
+            d = by_dpr[dpr] = self.decider.decide(features, dpr)
+            if d.rule_errors:
+                self.metrics.rule_errors.inc(len(d.rule_errors))
+        return d
+
+    def _release(self, digest: str) -> None:
+        self.store.features.release(digest)
+        if digest not in self.store.features:
+            self._decisions.pop(digest, None)
+
+    # -- worker input -----------------------------------------------------------------
+    def submit(
+        self,
+        name: str,
+        *,
+        features: Features,
+        device_plugin_resources: Sequence[str] = (),
+        nfd_version: str = "",
+        claimed_digest: str = "",
+    ) -> Submitted:
+        self.metrics.update_requests.inc()
+        dpr = frozenset(device_plugin_resources)
+        rec = self.store.get(name)
+        # A worker re-sending what it sent before (it restarted, or heartbeats are off)
+        # costs no decision and no write.
+        if rec is not None and claimed_digest == rec.digest and dpr == rec.device_plugin_resources:
+            return Submitted(rec, False)
+        digest, blob = canonical(features)
+        if rec is not None and digest == rec.digest and dpr == rec.device_plugin_resources:
+            return Submitted(rec, False)
+        self.store.features.put(digest, blob)
+        decision = self._decision(digest, features, dpr)
+        if rec is None:
+            rec = NodeRecord(name, digest, dpr, nfd_version, decision, now())
+            self.store.nodes[name] = rec
+            self.metrics.nodes.set(len(self.store))
+        else:
+            old = rec.digest
+            rec.digest, rec.device_plugin_resources, rec.nfd_version = digest, dpr, nfd_version
+            self._release(old)
+            if rec.decision == decision:
+                rec.decision = decision
+                return Submitted(rec, False)
+            rec.decision, rec.updated = decision, now()
+        rec.generation += 1
+        self.metrics.count_rejected(decision.rejected)
+        self.publisher.enqueue(name)
+        return Submitted(rec, True)
+
+    def heartbeat(self, name: str, digest: str) -> bool:
+        self.metrics.heartbeats.inc()
+        rec = self.store.get(name)
+        return rec is not None and rec.digest == digest
+
+    # -- rules ------------------------------------------------------------------------
+    def set_rules(self, rulesets: Sequence[RuleSet]) -> None:
+        """New rules: re-evaluate every node, coalescing bursts of changes and at most
+        once per ``min_reeval_interval``."""
+        self.decider = self.decider.with_rules(rulesets)
+        self._reeval_pending = True
+        if self._reeval_task is None or self._reeval_task.done():
+            self._reeval_task = asyncio.get_running_loop().create_task(self._reeval_loop())
+
+    async def _reeval_loop(self) -> None:
+        while self._reeval_pending:
+            wait = self._last_reeval + self.min_reeval_interval - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._reeval_pending = False
+            self._last_reeval = time.monotonic()
+            await self.reevaluate_all()
+
+    async def reevaluate_all(self) -> int:
+        """Decide every distinct feature set again; queue nodes whose decision changed."""
+        t0 = time.perf_counter()
+        self._decisions.clear()
+        changed = 0
+        by_digest: dict[str, list[NodeRecord]] = {}
+        for rec in self.store:
+            by_digest.setdefault(rec.digest, []).append(rec)
+        for i, (digest, recs) in enumerate(by_digest.items()):
+            features = self.store.features.get(digest)
+            for rec in recs:
+                d = self._decision(digest, features, rec.device_plugin_resources)
+                if d != rec.decision:
+                    rec.decision, rec.updated = d, now()
+                    rec.generation += 1
+                    self.metrics.count_rejected(d.rejected)
+                    self.publisher.enqueue(rec.name)
+                    changed += 1
+                else:
+                    rec.decision = d
+            if i % 50 == 49:
+                await asyncio.sleep(0)  # stay responsive to workers meanwhile
+        self.metrics.rule_duration.observe(time.perf_counter() - t0)
+        log.info("rules changed: %d of %d nodes re-labelled", changed, len(self.store))
+        return changed
