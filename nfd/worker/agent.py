@@ -18,6 +18,8 @@ from nfd.worker.watch import DirWatcher
 log = logging.getLogger(__name__)
 
 HOTPLUG_DEBOUNCE = 0.3
+# A ConfigMap update or an editor's save is several renames and writes in a row.
+FILES_DEBOUNCE = 0.1
 # A pass stuck this long makes /healthz fail, so the kubelet restarts the pod.
 STUCK_PASS = 300.0
 
@@ -39,10 +41,11 @@ class Agent:
         self.worker = worker
         self.scheduler = PassScheduler(worker, interval)
         self._debouncer = Debouncer(hotplug_debounce, self.scheduler.trigger)
+        self._files_debouncer = Debouncer(FILES_DEBOUNCE, self.scheduler.trigger)
         self._monitor = monitor
         self.hotplug_live = False
         self.watcher = (
-            DirWatcher(features_dir, self.scheduler.trigger, use_inotify=use_inotify)
+            DirWatcher(features_dir, self._files_debouncer.event, use_inotify=use_inotify)
             if features_dir is not None
             else None
         )
@@ -73,6 +76,7 @@ class Agent:
         if self._monitor is not None:
             self._monitor.stop()
         self._debouncer.close()
+        self._files_debouncer.close()
         if self.watcher is not None:
             self.watcher.stop()
         self.scheduler.stop()

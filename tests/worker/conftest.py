@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -22,12 +23,28 @@ from worker_helpers import (
 )
 
 
+@pytest.fixture(scope="session")
+def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
+    """One master for the tests that leave it running; each test uses its own node."""
+    m = Master(tmp_path_factory.mktemp("master"))
+    m.start()
+    yield m
+    m.stop()
+
+
 @pytest.fixture
-def master(tmp_path: Path) -> Iterator[Master]:
+def own_master(tmp_path: Path) -> Iterator[Master]:
+    """A master this test may stop and restart."""
     m = Master(tmp_path)
     m.start()
     yield m
     m.stop()
+
+
+@pytest.fixture
+def node(request: pytest.FixtureRequest) -> str:
+    """A node name of this test's own."""
+    return re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[-60:].strip("-")
 
 
 @pytest.fixture
@@ -36,10 +53,10 @@ def host(tmp_path: Path) -> HostTree:
 
 
 @pytest.fixture
-def start_worker(tmp_path: Path) -> Iterator[Callable[..., WorkerProc]]:
+def start_worker(tmp_path: Path, node: str) -> Iterator[Callable[..., WorkerProc]]:
     started: list[WorkerProc] = []
 
-    def start(master_url: str, host: HostTree, *args: str, node: str = "node-a") -> WorkerProc:
+    def start(master_url: str, host: HostTree, *args: str) -> WorkerProc:
         port = free_port()
         log = tmp_path / f"worker-{port}.log"
         cmd = [sys.executable, "-m", "nfd", "--log-level", "info", "worker", "--master", master_url]

@@ -17,7 +17,7 @@ def test_oneshot_delivers_and_exits_0(master: Master, host: HostTree) -> None:
         "--sources", "local", "--host-root", str(host.root),
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert master.local_features("n-once") == {"once": "yes"}
+    assert master.labels("n-once") == {"once": "yes"}
 
 
 def test_oneshot_without_a_master_exits_1_with_one_line(host: HostTree) -> None:
@@ -117,7 +117,7 @@ def test_device_plugin_resources_are_reported(master: Master, host: HostTree, tm
     assert r.returncode == 2 and "resources[0] has no name" in r.stderr
 
 
-def test_healthz_and_metrics(master: Master, host: HostTree, start_worker) -> None:
+def test_healthz_and_metrics(master: Master, host: HostTree, start_worker, node: str) -> None:
     w = start_worker(master.url, host, "--sleep-interval", "0.2s")
     wait_until(lambda: w.requests("heartbeat", "ok") >= 1, what="a heartbeat")
     status, body = http_get(f"http://127.0.0.1:{w.port}/healthz")
@@ -125,8 +125,8 @@ def test_healthz_and_metrics(master: Master, host: HostTree, start_worker) -> No
     text = http_get(f"http://127.0.0.1:{w.port}/metrics")[1].decode()
     assert 'nfd_worker_build_info{version="' in text
     for le in ("0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1.0", "+Inf"):
-        assert f'nfd_worker_feature_discovery_duration_seconds_bucket{{le="{le}",node="node-a"}}' in text
-    count = w.metrics()['nfd_worker_feature_discovery_duration_seconds_count{node="node-a"}']
+        assert f'nfd_worker_feature_discovery_duration_seconds_bucket{{le="{le}",node="{node}"}}' in text
+    count = w.metrics()[f'nfd_worker_feature_discovery_duration_seconds_count{{node="{node}"}}']
     assert count >= 2
 
 

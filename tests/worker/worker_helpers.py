@@ -67,13 +67,7 @@ class Master:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        cmd = [
-            sys.executable,
-            str(Path(__file__).parent / "_standin.py"),
-            "master",
-            "--no-publish",
-            "--no-auth",
-        ]
+        cmd = [sys.executable, "-m", "nfd", "master", "--no-publish", "--no-auth"]
         cmd += ["--host", "127.0.0.1", "--port", str(self.port), *self.extra]
         with open(self.log, "ab") as logf:
             self.proc = subprocess.Popen(cmd, env=env(), stdout=logf, stderr=subprocess.STDOUT)
@@ -106,12 +100,22 @@ class Master:
         assert status == 200, (status, body)
         return dict(json.loads(body))
 
-    def local_features(self, name: str) -> dict[str, str] | None:
+    def labels(self, name: str) -> dict[str, str] | None:
+        """The node's labels in the master's view, ``feature.node.kubernetes.io/``
+        dropped; None while the master holds nothing for the node."""
         view = self.node(name)
         if view is None:
             return None
-        attrs = view["features"]["attributes"]
-        return dict(attrs.get("local.feature", {}).get("elements", {}))
+        prefix = "feature.node.kubernetes.io/"
+        return {k.removeprefix(prefix): v for k, v in view["labels"].items()}
+
+    def metric(self, name: str) -> float:
+        status, body = http_get(f"{self.url}/metrics")
+        assert status == 200
+        for line in body.decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[-1])
+        return 0.0
 
 
 class HostTree:
