@@ -32,6 +32,15 @@ def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
     m.stop()
 
 
+@pytest.fixture(scope="session")
+def small_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
+    """A master that takes bodies of 64 bytes at most: every full delivery gets 413."""
+    m = Master(tmp_path_factory.mktemp("small-master"), ["--max-body-bytes", "64"])
+    m.start()
+    yield m
+    m.stop()
+
+
 @pytest.fixture
 def own_master(tmp_path: Path) -> Iterator[Master]:
     """A master this test may stop and restart."""

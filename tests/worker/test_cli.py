@@ -40,25 +40,12 @@ def test_oneshot_without_a_master_exits_1_with_one_line(host: HostTree) -> None:
     assert "Traceback" not in r.stderr
 
 
-def test_oneshot_refused_by_the_master_exits_1_with_its_reason(tmp_path: Path, host: HostTree) -> None:
-    master = Master(tmp_path, ["--max-body-bytes", "64"])
-    master.start()
-    try:
-        host.write("big", "".join(f"key{i}=value{i}\n" for i in range(50)))
-        r = run_cli(
-            "worker",
-            "--oneshot",
-            "--master",
-            master.url,
-            "--node-name",
-            "n",
-            "--sources",
-            "local",
-            "--host-root",
-            str(host.root),
-        )
-    finally:
-        master.stop()
+def test_oneshot_refused_by_the_master_exits_1_with_its_reason(small_master: Master, host: HostTree) -> None:
+    host.write("big", "".join(f"key{i}=value{i}\n" for i in range(50)))
+    r = run_cli(
+        "worker", "--oneshot", "--master", small_master.url, "--node-name", "n",
+        "--sources", "local", "--host-root", str(host.root),
+    )  # fmt: skip
     assert r.returncode == 1
     assert "HTTP 413" in r.stderr.strip().splitlines()[-1]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from worker_helpers import HostTree, Master, count_lines, wait_until
 
@@ -92,22 +91,17 @@ def test_master_down_for_a_while_then_the_newest_features_arrive(
 
 
 def test_413_is_logged_and_not_retried_in_a_tight_loop(
-    tmp_path: Path, host: HostTree, start_worker, node: str
+    small_master: Master, host: HostTree, start_worker, node: str
 ) -> None:
-    master = Master(tmp_path, ["--max-body-bytes", "64"])
-    master.start()
-    try:
-        host.write("big", "".join(f"key{i}=value{i}\n" for i in range(50)))
-        w = start_worker(master.url, host, "--sleep-interval", "1h")
-        wait_until(lambda: w.requests("features", "rejected") >= 1, what="the rejection")
-        # A change on the node is the only thing that may bring the next attempt.
-        host.write("more", "x=1\n")
-        wait_until(lambda: w.requests("features", "rejected") >= 2, timeout=5, what="the second rejection")
-        time.sleep(0.3)  # the change's events settle
-        settled = w.requests("features", "rejected")
-        time.sleep(1.0)  # room for a tight loop to show itself
-        assert w.requests("features", "rejected") == settled <= 3
-        assert count_lines(w.output(), r"HTTP 413") == settled
-        assert master.node(node) is None
-    finally:
-        master.stop()
+    host.write("big", "".join(f"key{i}=value{i}\n" for i in range(50)))
+    w = start_worker(small_master.url, host, "--sleep-interval", "1h")
+    wait_until(lambda: w.requests("features", "rejected") >= 1, what="the rejection")
+    # A change on the node is the only thing that may bring the next attempt.
+    host.write("more", "x=1\n")
+    wait_until(lambda: w.requests("features", "rejected") >= 2, timeout=5, what="the second rejection")
+    time.sleep(0.3)  # the change's events settle
+    settled = w.requests("features", "rejected")
+    time.sleep(1.0)  # room for a tight loop to show itself
+    assert w.requests("features", "rejected") == settled <= 3
+    assert count_lines(w.output(), r"HTTP 413") == settled
+    assert small_master.node(node) is None
