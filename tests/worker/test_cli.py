@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from worker_helpers import HostTree, Master, env, free_port, http_get, run_cli, wait_until
 
 
@@ -65,18 +67,30 @@ def test_node_name_from_the_environment(master: Master, host: HostTree) -> None:
     assert master.node("from-env") is not None
 
 
-def test_missing_master_and_bad_flags_exit_2() -> None:
-    r = run_cli("worker", "--node-name", "n")
-    assert (r.returncode, r.stderr.strip()) == (
+def test_missing_master_and_bad_flags_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from nfd.cli import main  # in-process: these fail before anything starts
+
+    def run(*args: str) -> tuple[int, str]:
+        root = logging.getLogger()
+        handlers, level = root.handlers[:], root.level
+        try:
+            code = main(list(args))  # it sets up logging: put pytest's back afterwards
+        finally:
+            root.handlers[:], root.level = handlers, level
+        return code, capsys.readouterr().err.strip()
+
+    assert run("worker", "--node-name", "n") == (
         2,
         "nfd worker: error: no master: give --master URL or set NFD_MASTER_URL",
     )
-    r = run_cli("worker", "--node-name", "n", "--master", "ftp://x")
-    assert r.returncode == 2 and "expected http://" in r.stderr
-    r = run_cli("worker", "--node-name", "n", "--master", "http://x", "--sleep-interval", "soon")
-    assert r.returncode == 2 and "--sleep-interval" in r.stderr
-    r = run_cli("worker", "--node-name", "n", "--master", "http://x", "--sources", "nope")
-    assert r.returncode == 2 and "unknown feature source 'nope'" in r.stderr
+    code, err = run("worker", "--node-name", "n", "--master", "ftp://x")
+    assert code == 2 and "expected http://" in err
+    code, err = run("worker", "--node-name", "n", "--master", "http://x", "--sleep-interval", "soon")
+    assert code == 2 and "--sleep-interval" in err
+    code, err = run("worker", "--node-name", "n", "--master", "http://x", "--sources", "nope")
+    assert code == 2 and "unknown feature source 'nope'" in err
+    code, err = run("worker", "--node-name", "n", "--master", "http://x", "--ca-file", "/nonexistent/ca.pem")
+    assert code == 2 and "--ca-file" in err
 
 
 def test_device_plugin_resources_are_reported(master: Master, host: HostTree, tmp_path: Path) -> None:
