@@ -150,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         metrics=metrics,
         backoff=Backoff(cap=retry_cap),
         device_plugin_resources=resources,
+        oneshot=args.oneshot,
     )
 
     if args.oneshot:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import select
 import socket
 import time
 from dataclasses import dataclass
@@ -115,6 +116,10 @@ class MasterClient:
             return None
 
     def _connect(self) -> http.client.HTTPConnection:
+        if self._conn is not None and _closed_by_peer(self._conn):
+            # The master dropped the idle connection (uvicorn does after a few seconds):
+            # start afresh rather than have the request fail on it.
+            self.close()
         if self._conn is None:
             if self._https:
                 import ssl  # only for https: the library is a few MB of resident memory
@@ -176,6 +181,18 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     except (TypeError, ValueError, IndexError):
         return None
     return max(0.0, when - (time.time() if now is None else now))
+
+
+def _closed_by_peer(conn: http.client.HTTPConnection) -> bool:
+    sock = conn.sock
+    if sock is None:
+        return False
+    try:
+        # Readable while idle means EOF (or stray bytes): either way the connection is done.
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def _describe(e: BaseException) -> str:

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nfd import __version__
 from nfd.config import SourcesConfig
@@ -23,7 +23,9 @@ from nfd.hostroot import HostRoot
 from nfd.sources import FeatureSource
 from nfd.worker.backoff import Backoff
 from nfd.worker.client import MasterClient, MasterUnreachable, Reply
-from nfd.worker.metrics import WorkerMetrics
+
+if TYPE_CHECKING:  # --oneshot runs without metrics: no prometheus_client import then
+    from nfd.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,7 @@ class Worker:
         metrics: WorkerMetrics | None = None,
         backoff: Backoff | None = None,
         device_plugin_resources: Sequence[str] = (),
+        oneshot: bool = False,
     ) -> None:
         self.node = node
         self.sources = list(sources)
@@ -65,6 +68,7 @@ class Worker:
         self.metrics = metrics
         self.backoff = backoff or Backoff()
         self.device_plugin_resources = sorted(set(device_plugin_resources))
+        self.oneshot = oneshot  # no retries will follow: the caller reports the outcome
         # (digest, resources) the master last answered 200 to a full PUT for.
         self._accepted: tuple[str, tuple[str, ...]] | None = None
         self._lock = threading.Lock()  # passes never overlap, whoever calls them
@@ -143,7 +147,8 @@ class Worker:
         self._count("any", "unreachable")
         delay = self.backoff.next_delay()
         reason = f"master {self.client.base_url} unreachable: {why}"
-        log.warning("%s; retrying in %.1fs", reason, delay)
+        if not self.oneshot:
+            log.warning("%s; retrying in %.1fs", reason, delay)
         return Outcome(False, "", reason, retry_in=delay)
 
     def _failure(self, kind: str, reply: Reply) -> Outcome:
@@ -151,12 +156,14 @@ class Worker:
         if reply.status in _RETRY_STATUSES or reply.status >= 500:
             self._count(kind, "retry")
             delay = self.backoff.next_delay(reply.retry_after)
-            log.warning("%s; retrying in %.1fs", reason, delay)
+            if not self.oneshot:
+                log.warning("%s; retrying in %.1fs", reason, delay)
             return Outcome(False, "", reason, retry_in=delay)
         # 403, 413, 422 ...: sending the same again would get the same answer. Wait for
         # the next interval or a change on the node.
         self._count(kind, "rejected")
-        log.error("%s; not retrying until the next interval or a change", reason)
+        if not self.oneshot:
+            log.error("%s; not retrying until the next interval or a change", reason)
         return Outcome(False, "", reason)
 
     def _count(self, kind: str, result: str) -> None:

@@ -34,6 +34,7 @@ class Scripted:
 
     def __init__(self) -> None:
         self.answers: list[tuple[int, Any, dict[str, str]]] = []
+        self.hang_up = False  # close each connection after answering, without saying so
         self.seen: list[dict[str, Any]] = []
         script = self
 
@@ -56,6 +57,8 @@ class Scripted:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+                if script.hang_up:
+                    self.close_connection = True
 
             do_PUT = do_POST = _any
 
@@ -120,6 +123,16 @@ def test_the_token_is_read_before_each_request(scripted: Scripted, tmp_path: Pat
 def test_node_names_are_quoted_and_a_url_prefix_is_kept(scripted: Scripted) -> None:
     MasterClient(scripted.url + "/nfd/").put_features("a/b", {"x": 1})
     assert scripted.seen[0]["path"] == "/nfd/api/v1/nodes/a%2Fb/features"
+
+
+def test_a_connection_the_master_dropped_is_replaced(scripted: Scripted) -> None:
+    scripted.hang_up = True
+    client = MasterClient(scripted.url)
+    replies = []
+    for _ in range(3):
+        replies.append(client.heartbeat("n", "d").status)
+        time.sleep(0.05)  # let the hang-up arrive
+    assert replies == [200, 200, 200]
 
 
 def test_unreachable_master_raises(tmp_path: Path) -> None:
