@@ -116,14 +116,14 @@ def _parse_raw(path: Path, raw: bytes) -> dict[str, str] | None:
 
 
 def _loaded_modules(host: HostRoot) -> list[str] | None:
-    text = _sysfs.attr(str(host.proc / "modules"))
+    text = _sysfs.text(str(host.proc / "modules"))
     if text is None:
         return None
     return [line.split(None, 1)[0] for line in text.splitlines() if line.strip()]
 
 
 def _builtin_modules(host: HostRoot, release: str) -> list[str] | None:
-    text = _sysfs.attr(str(host.lib / "modules" / release / "modules.builtin"))
+    text = _sysfs.text(str(host.lib / "modules" / release / "modules.builtin"))
     if text is None:
         return None
     out = []
@@ -158,7 +158,7 @@ class KernelSource:
         if release:
             f.set_attributes("kernel.version", parse_version(release))
         else:
-            log.warning("kernel release unknown: %s is missing", host.proc / "sys/kernel/osrelease")
+            log.info("kernel release unknown: %s is missing", host.proc / "sys/kernel/osrelease")
 
         kconfig = self._kconfig.read(host, config, release)
         if kconfig is not None:

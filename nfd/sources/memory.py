@@ -42,7 +42,7 @@ def _numa(host: HostRoot) -> dict[str, str] | None:
 
 
 def _swap(host: HostRoot) -> dict[str, str] | None:
-    text = _sysfs.attr(str(host.proc / "swaps"))
+    text = _sysfs.text(str(host.proc / "swaps"))
     if text is None:
         return None
     lines = sum(1 for line in text.splitlines() if line.strip())

@@ -55,9 +55,9 @@ class SystemSource:
         f = Features()
         f.set_attributes("system.name", {"nodename": _node_name(host)})
         # os-release lives in /etc, or only in /usr/lib where /etc's is a dangling link.
-        text = _sysfs.attr(str(host.etc / "os-release"))
+        text = _sysfs.text(str(host.etc / "os-release"))
         if text is None:
-            text = _sysfs.attr(str(host.usr_lib / "os-release"))
+            text = _sysfs.text(str(host.usr_lib / "os-release"))
         if text is not None:
             f.set_attributes("system.osrelease", parse_os_release(text))
         dmi = {}
