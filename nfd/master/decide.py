@@ -11,14 +11,7 @@ from dataclasses import dataclass, field
 from nfd.config import WorkerConfig
 from nfd.features import Features
 from nfd.labels import source_labels
-from nfd.policy import (
-    Policy,
-    check_annotation,
-    check_extended_resource,
-    check_taint,
-    filter_labels,
-    qualify,
-)
+from nfd.policy import Policy, publish
 from nfd.rules import RuleError, RuleOutput, RuleSet, Taint, evaluate
 from nfd.sources import FeatureSource
 
@@ -80,54 +73,34 @@ class Decider:
         raw, source_errors = source_labels(self.sources, features, self.config)
         out = self._rule_output(features)
         raw.update(out.labels)  # rules come after the built-in labels, as upstream
-        labels, rejected_labels = filter_labels(raw, self.policy)
-
-        annotations: dict[str, str] = {}
-        rejected_ann: dict[str, str] = {}
-        for name, value in sorted(out.annotations.items()):
-            q = qualify(name)
-            err = check_annotation(q, value, self.policy)
-            if err:
-                rejected_ann[q] = err
-            else:
-                annotations[q] = value
-
+        pub = publish(
+            labels=raw,
+            annotations=out.annotations,
+            extended_resources=out.extended_resources,
+            taints=[(t.key, t.value, t.effect) for t in out.taints],
+            features=features,
+            matched=out.matched,
+            policy=self.policy,
+        )
+        rejected = {k: dict(v) for k, v in pub.rejected.items()}
+        if out.taints and not self.policy.enable_taints:
+            rejected.setdefault("taints", {}).update(
+                {taint_str(t): "taints are disabled (enable with --enable-taints)" for t in out.taints}
+            )
         served = set(device_plugin_resources)
-        ers: dict[str, str] = {}
-        rejected_er: dict[str, str] = {}
-        for name, value in sorted(out.extended_resources.items()):
-            q = qualify(name)
-            err = check_extended_resource(q, value, self.policy)
-            if err is None and q in served:
-                err = "served by a device plugin on this node; left to kubelet"
-            if err:
-                rejected_er[q] = err
-            else:
-                ers[q] = value
-
-        taints: list[Taint] = []
-        rejected_taints: dict[str, str] = {}
-        seen: set[tuple[str, str]] = set()
-        for t in out.taints:
-            err = check_taint(t.key, t.value, t.effect, self.policy)
-            if err:
-                rejected_taints[taint_str(t)] = err
-            elif (t.key, t.effect) not in seen:
-                seen.add((t.key, t.effect))
-                taints.append(t)
-
-        rejected = {
-            k: v
-            for k, v in zip(KINDS, (rejected_labels, rejected_ann, rejected_er, rejected_taints), strict=True)
-            if v
-        }
+        ers = dict(pub.extended_resources)
+        for name in sorted(served & ers.keys()):
+            del ers[name]
+            rejected.setdefault("extendedResources", {})[name] = (
+                "served by a device plugin on this node; left to kubelet"
+            )
         errors = [f"source {n}: {e}" for n, e in sorted(source_errors.items())]
         errors += [str(e) for e in out.errors]
         return Decision(
-            labels=labels,
-            annotations=annotations,
+            labels=pub.labels,
+            annotations=pub.annotations,
             extended_resources=ers,
-            taints=tuple(taints),
-            rejected=rejected,
+            taints=tuple(Taint(k, v, e) for k, v, e in pub.taints),
+            rejected={k: v for k, v in rejected.items() if v},
             rule_errors=tuple(errors),
         )

@@ -60,6 +60,14 @@ def load_api_client(kubeconfig: Path | None, pool_size: int) -> Any:
             config.load_kube_config(config_file=first, client_configuration=conf)  # type: ignore[no-untyped-call]
     except config.ConfigException as e:
         raise ValueError(f"kubeconfig: {e}") from None
+    return make_api_client(conf, pool_size)
+
+
+def make_api_client(conf: Any, pool_size: int) -> Any:
+    """An ApiClient on ``conf`` (a kubernetes Configuration) with the master's pool size
+    and without urllib3's own retries."""
+    from kubernetes import client
+
     conf.connection_pool_maxsize = pool_size
     conf.retries = 0  # retries are ours: with backoff, jitter and a fresh read on 409
     return client.ApiClient(conf)

@@ -8,11 +8,14 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from nfd.features import Features
 from nfd.master.decide import Decider, Decision
+from nfd.master.featurestore import encode
 from nfd.master.metrics import Metrics
 from nfd.master.publisher import MemoryPublisher, Publisher
 from nfd.master.state import NodeRecord, NodeStore, now
@@ -27,10 +30,16 @@ class Submitted:
     changed: bool
 
 
-def canonical(features: Features) -> tuple[str, bytes]:
-    """(digest, canonical JSON): the digest is the worker's Features.digest()."""
-    data = json.dumps(features.to_dict(), sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(data).hexdigest(), data
+def _decision_key(d: Decision) -> str:
+    doc = [
+        d.labels,
+        d.annotations,
+        d.extended_resources,
+        [str(t) for t in d.taints],
+        d.rejected,
+        d.rule_errors,
+    ]
+    return hashlib.blake2b(json.dumps(doc, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
 class MasterService:
@@ -41,6 +50,8 @@ class MasterService:
         self.publisher: Publisher = publisher or MemoryPublisher(self.store)
         # digest -> device-plugin resources -> decision; shared by identical nodes.
         self._decisions: dict[str, dict[frozenset[str], Decision]] = {}
+        # Equal decisions are one object, whatever features led to them.
+        self._interned: weakref.WeakValueDictionary[str, Decision] = weakref.WeakValueDictionary()
         self._reeval_task: asyncio.Task[None] | None = None
         self._reeval_pending = False
         self._last_reeval = 0.0
@@ -48,13 +59,16 @@ class MasterService:
         self.rules_synced = True
 
     # -- decisions --------------------------------------------------------------------
-    def _decision(self, digest: str, features: Features, dpr: frozenset[str]) -> Decision:
+    def _decision(self, digest: str, features: Callable[[], Features], dpr: frozenset[str]) -> Decision:
         by_dpr = self._decisions.setdefault(digest, {})
         d = by_dpr.get(dpr)
         if d is None:
-            d = by_dpr[dpr] = self.decider.decide(features, dpr)
+            d = self.decider.decide(features(), dpr)
             if d.rule_errors:
                 self.metrics.rule_errors.inc(len(d.rule_errors))
+            key = _decision_key(d)
+            d = self._interned.setdefault(key, d)
+            by_dpr[dpr] = d
         return d
 
     def _release(self, digest: str) -> None:
@@ -67,23 +81,22 @@ class MasterService:
         self,
         name: str,
         *,
-        features: Features,
+        features: Mapping[str, Any],
         device_plugin_resources: Sequence[str] = (),
         nfd_version: str = "",
-        claimed_digest: str = "",
     ) -> Submitted:
+        """``features``: the wire shape, already validated."""
         self.metrics.update_requests.inc()
         dpr = frozenset(device_plugin_resources)
         rec = self.store.get(name)
+        enc = encode(features)
+        digest = enc.digest
         # A worker re-sending what it sent before (it restarted, or heartbeats are off)
         # costs no decision and no write.
-        if rec is not None and claimed_digest == rec.digest and dpr == rec.device_plugin_resources:
-            return Submitted(rec, False)
-        digest, blob = canonical(features)
         if rec is not None and digest == rec.digest and dpr == rec.device_plugin_resources:
             return Submitted(rec, False)
-        self.store.features.put(digest, blob)
-        decision = self._decision(digest, features, dpr)
+        self.store.features.put(enc)
+        decision = self._decision(digest, lambda: Features.from_dict(features), dpr)
         if rec is None:
             rec = NodeRecord(name, digest, dpr, nfd_version, decision, now())
             self.store.nodes[name] = rec
@@ -133,7 +146,13 @@ class MasterService:
         for rec in self.store:
             by_digest.setdefault(rec.digest, []).append(rec)
         for i, (digest, recs) in enumerate(by_digest.items()):
-            features = self.store.features.get(digest)
+            cached: list[Features] = []
+
+            def features(digest: str = digest, cached: list[Features] = cached) -> Features:
+                if not cached:
+                    cached.append(self.store.features.get(digest))
+                return cached[0]
+
             for rec in recs:
                 d = self._decision(digest, features, rec.device_plugin_resources)
                 if d != rec.decision:

@@ -1,16 +1,15 @@
-"""The master's memory of nodes: each node's latest features (stored once per distinct
-content, compressed), its current decision, and what the API server was last seen to
-hold for the keys the master owns."""
+"""The master's memory of nodes: each node's latest features (by content, see
+featurestore), its current decision, and what the API server was last seen to hold for
+the keys the master owns."""
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from nfd.features import Features
 from nfd.master.decide import Decision
+from nfd.master.featurestore import FeatureStore
 
 
 def now() -> datetime:
@@ -47,48 +46,8 @@ class NodeRecord:
     observed: Observed | None = None  # None: read the Node before the next patch
     published: datetime | None = None  # last time the Node was seen to match
     last_error: str = ""
-    generation: int = 0  # bumped on every new decision: detects races with the publisher
-
-
-@dataclass(slots=True)
-class _Blob:
-    data: bytes
-    refs: int
-
-
-class FeatureStore:
-    """Distinct feature sets, by digest, zlib-compressed canonical JSON with a reference
-    count: a fleet of identical nodes costs one copy (upstream's master grew with #1841)."""
-
-    def __init__(self) -> None:
-        self._blobs: dict[str, _Blob] = {}
-
-    def put(self, digest: str, canonical_json: bytes) -> None:
-        entry = self._blobs.get(digest)
-        if entry is None:
-            self._blobs[digest] = _Blob(zlib.compress(canonical_json, 6), 1)
-        else:
-            entry.refs += 1
-
-    def release(self, digest: str) -> None:
-        entry = self._blobs.get(digest)
-        if entry is None:
-            return
-        entry.refs -= 1
-        if entry.refs <= 0:
-            del self._blobs[digest]
-
-    def get(self, digest: str) -> Features:
-        return Features.from_json(zlib.decompress(self._blobs[digest].data))
-
-    def __contains__(self, digest: object) -> bool:
-        return digest in self._blobs
-
-    def digests(self) -> list[str]:
-        return list(self._blobs)
-
-    def __len__(self) -> int:
-        return len(self._blobs)
+    generation: int = 0  # bumped on every new decision
+    body_hash: bytes = b""  # of the last features request: an identical one is answered at once
 
 
 @dataclass

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from nfd.features import FeatureFormatError, Features
 from nfd.master.api.deps import AuthorizedNode, NodeName, RuntimeDep
 from nfd.master.api.models import (
     FeaturesRequest,
@@ -70,18 +68,11 @@ async def put_features(node: AuthorizedNode, body: FeaturesRequest, rt: RuntimeD
     ):
         rt.metrics.update_requests.inc()
         return _response(rec)  # unchanged: no parsing, no decision, no write
-    try:
-        features = Features.from_dict(body.features.model_dump())
-    except FeatureFormatError as e:  # pragma: no cover - the model already checked the shape
-        raise RequestValidationError(
-            [{"loc": ("body", "features"), "msg": str(e), "type": "value_error"}]
-        ) from None
     sub = rt.service.submit(
         node,
-        features=features,
+        features=body.features.model_dump(),
         device_plugin_resources=body.devicePluginResources,
         nfd_version=body.nfdVersion,
-        claimed_digest=body.digest,
     )
     return _response(sub.record)
 
