@@ -52,7 +52,7 @@ def wait_for(url: str, pred, timeout: float = 60.0) -> str:  # type: ignore[no-u
                 return body
         except OSError:
             pass
-        time.sleep(0.02)
+        time.sleep(0.5)  # seldom: scraping costs the worker CPU too
     raise SystemExit(f"timed out waiting on {url}")
 
 

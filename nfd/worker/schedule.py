@@ -30,7 +30,12 @@ class PassScheduler:
 
         self.worker = worker
         self.interval = interval
+        # A pass that outlasts a short interval makes APScheduler warn at every skipped
+        # run; skipping is what max_instances=1 is for, so only its errors are shown.
+        sched_log = logging.getLogger(f"{__name__}.apscheduler")
+        sched_log.setLevel(logging.ERROR)
         self._sched: Any = BackgroundScheduler(
+            logger=sched_log,
             timezone=UTC,
             executors={"default": ThreadPoolExecutor(max_workers=1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},

@@ -193,3 +193,35 @@ def test_the_running_worker_never_imports_heavy_libraries(master: Master, host: 
     assert "nfd.worker.schedule" in modules and "apscheduler" in modules  # it did run
     heavy = sorted(m for m in modules if m.split(".")[0] in FORBIDDEN)
     assert heavy == []
+
+
+def test_sleep_interval_from_the_config_file(
+    master: Master, host: HostTree, start_worker, node: str, tmp_path: Path
+) -> None:
+    conf = tmp_path / "nfd-worker.conf"
+    conf.write_text("core:\n  sleepInterval: 0.1s\nklog: {}\n")
+    host.write("f", "configured=yes\n")
+    w = start_worker(master.url, host, "--config", str(conf))
+    wait_until(lambda: w.requests("heartbeat", "ok") >= 3, what="passes at the configured interval")
+    assert master.labels(node) == {"configured": "yes"}
+    assert "unknown key 'klog' ignored" in w.output()
+
+
+def test_https_master_verified_with_the_ca_file(tmp_path: Path, host: HostTree) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    master = Master(tmp_path, ["--tls-cert-file", str(cert), "--tls-key-file", str(key)], tls=True)
+    master.start()
+    try:
+        base = ["worker", "--oneshot", "--master", master.url, "--node-name", "n-tls", "--sources", "local",
+                "--host-root", str(host.root)]  # fmt: skip
+        r = run_cli(*base, "--ca-file", str(cert))
+        assert r.returncode == 0, r.stderr
+        r = run_cli(*base)  # the system CAs do not know this certificate
+        assert r.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in r.stderr
+    finally:
+        master.stop()

@@ -59,9 +59,10 @@ class Master:
     """``nfd master --no-publish --no-auth`` on a loopback port; restartable on the
     same port."""
 
-    def __init__(self, tmp: Path, extra: list[str] | None = None) -> None:
+    def __init__(self, tmp: Path, extra: list[str] | None = None, *, tls: bool = False) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        self.tls = tls
         self.extra = list(extra or [])
         self.log = tmp / f"master-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -78,6 +79,9 @@ class Master:
         if self.proc.poll() is not None:
             raise AssertionError(f"master exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
         try:
+            if self.tls:  # up once it accepts connections; the worker checks the certificate
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return True
             return http_get(self.url + "/healthz", timeout=0.5)[0] == 200
         except OSError:
             return False
