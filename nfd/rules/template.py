@@ -677,6 +677,8 @@ class Template:
             self._nodes = _parse(source, FUNCTIONS)
         except TemplateError as e:
             self._error = str(e)
+        except RecursionError:
+            self._error = "nested too deeply"
 
     @property
     def parse_error(self) -> str | None:
