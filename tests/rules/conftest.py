@@ -21,7 +21,9 @@ def base_features() -> Features:
     f = Features()
     f.set_flags("cpu.cpuid", ["AVX", "AVX2", "AVX512F", "AESNI", "SSE4", "X86_64_V3"])
     f.set_attributes("cpu.model", {"vendor_id": "Intel", "family": "6", "id": "143"})
-    f.set_attributes("kernel.version", {"full": "6.8.0-45-generic", "major": "6", "minor": "8", "revision": "0"})
+    f.set_attributes(
+        "kernel.version", {"full": "6.8.0-45-generic", "major": "6", "minor": "8", "revision": "0"}
+    )
     f.set_attributes("kernel.config", {"X86": "y", "LSM": "lockdown,yama,apparmor", "PREEMPT": "y"})
     f.set_flags("kernel.loadedmodule", ["overlay", "br_netfilter", "veth"])
     f.set_flags("kernel.enabledmodule", ["overlay", "br_netfilter", "veth", "ext4"])
@@ -31,8 +33,21 @@ def base_features() -> Features:
         "pci.device",
         [
             # An Intel X710 NIC and a Matrox BMC VGA: on almost every server.
-            {"class": "0200", "vendor": "8086", "device": "1572", "subsystem_vendor": "8086", "subsystem_device": "0000", "sriov_totalvfs": "64"},
-            {"class": "0300", "vendor": "102b", "device": "0536", "subsystem_vendor": "15d9", "subsystem_device": "1b95"},
+            {
+                "class": "0200",
+                "vendor": "8086",
+                "device": "1572",
+                "subsystem_vendor": "8086",
+                "subsystem_device": "0000",
+                "sriov_totalvfs": "64",
+            },
+            {
+                "class": "0300",
+                "vendor": "102b",
+                "device": "0536",
+                "subsystem_vendor": "15d9",
+                "subsystem_device": "1b95",
+            },
         ],
     )
     return f
@@ -43,16 +58,76 @@ def intel_accel_node() -> Features:
     card and a Meteor Lake NPU, drivers loaded."""
     f = base_features()
     f.instances["pci.device"] += [
-        {"class": "0b40", "vendor": "8086", "device": "4940", "subsystem_vendor": "8086", "subsystem_device": "0000"},
-        {"class": "0880", "vendor": "8086", "device": "0b25", "subsystem_vendor": "8086", "subsystem_device": "0000"},
-        {"class": "0880", "vendor": "8086", "device": "0cfe", "subsystem_vendor": "8086", "subsystem_device": "0000"},
-        {"class": "0b40", "vendor": "8086", "device": "2710", "subsystem_vendor": "8086", "subsystem_device": "0000"},
-        {"class": "0380", "vendor": "8086", "device": "56c0", "subsystem_vendor": "8086", "subsystem_device": "4905"},
-        {"class": "1200", "vendor": "8086", "device": "09c4", "subsystem_vendor": "8086", "subsystem_device": "0000"},
-        {"class": "1200", "vendor": "8086", "device": "7d1d", "subsystem_vendor": "8086", "subsystem_device": "0000"},
+        {
+            "class": "0b40",
+            "vendor": "8086",
+            "device": "4940",
+            "subsystem_vendor": "8086",
+            "subsystem_device": "0000",
+        },
+        {
+            "class": "0880",
+            "vendor": "8086",
+            "device": "0b25",
+            "subsystem_vendor": "8086",
+            "subsystem_device": "0000",
+        },
+        {
+            "class": "0880",
+            "vendor": "8086",
+            "device": "0cfe",
+            "subsystem_vendor": "8086",
+            "subsystem_device": "0000",
+        },
+        {
+            "class": "0b40",
+            "vendor": "8086",
+            "device": "2710",
+            "subsystem_vendor": "8086",
+            "subsystem_device": "0000",
+        },
+        {
+            "class": "0380",
+            "vendor": "8086",
+            "device": "56c0",
+            "subsystem_vendor": "8086",
+            "subsystem_device": "4905",
+        },
+        {
+            "class": "1200",
+            "vendor": "8086",
+            "device": "09c4",
+            "subsystem_vendor": "8086",
+            "subsystem_device": "0000",
+        },
+        {
+            "class": "1200",
+            "vendor": "8086",
+            "device": "7d1d",
+            "subsystem_vendor": "8086",
+            "subsystem_device": "0000",
+        },
     ]
-    f.flags["kernel.loadedmodule"] |= {"intel_qat", "qat_4xxx", "vfio_pci", "idxd", "dlb2", "i915", "dfl_pci", "intel_vpu"}
-    f.flags["kernel.enabledmodule"] |= {"intel_qat", "qat_4xxx", "vfio-pci", "idxd", "dlb2", "i915", "dfl_pci", "intel_vpu"}
+    f.flags["kernel.loadedmodule"] |= {
+        "intel_qat",
+        "qat_4xxx",
+        "vfio_pci",
+        "idxd",
+        "dlb2",
+        "i915",
+        "dfl_pci",
+        "intel_vpu",
+    }
+    f.flags["kernel.enabledmodule"] |= {
+        "intel_qat",
+        "qat_4xxx",
+        "vfio-pci",
+        "idxd",
+        "dlb2",
+        "i915",
+        "dfl_pci",
+        "intel_vpu",
+    }
     return f
 
 
@@ -69,7 +144,13 @@ def nvidia_h100_tdx_node() -> Features:
     """A TDX host with an H100 SXM5 80GB (10de:2330, class 0302) and GPUDirect drivers."""
     f = base_features()
     f.instances["pci.device"].append(
-        {"class": "0302", "vendor": "10de", "device": "2330", "subsystem_vendor": "10de", "subsystem_device": "16c1"}
+        {
+            "class": "0302",
+            "vendor": "10de",
+            "device": "2330",
+            "subsystem_vendor": "10de",
+            "subsystem_device": "16c1",
+        }
     )
     f.set_attributes("cpu.security", {"tdx.enabled": "true", "tdx.total_keys": "63"})
     f.flags["kernel.loadedmodule"] |= {"nvidia", "nvidia_uvm", "nvidia_peermem", "nvidia_fs", "gdrdrv"}

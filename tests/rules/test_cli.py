@@ -15,7 +15,13 @@ BASELINE = FIXTURES / "upstream-baseline" / "features.json"
 
 
 def nfd(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "nfd", "rules", "test", *args], capture_output=True, text=True, timeout=60, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "nfd", "rules", "test", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
 
 
 def sgx_features(tmp_path: Path) -> Path:
@@ -33,7 +39,14 @@ def sgx_features(tmp_path: Path) -> Path:
 
 
 def test_json_output_has_exactly_the_documented_shape(tmp_path: Path) -> None:
-    r = nfd("--rules", str(RULES / "intel-device-plugins/node-feature-rules.yaml"), "--features", str(sgx_features(tmp_path)), "-o", "json")
+    r = nfd(
+        "--rules",
+        str(RULES / "intel-device-plugins/node-feature-rules.yaml"),
+        "--features",
+        str(sgx_features(tmp_path)),
+        "-o",
+        "json",
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc == {
@@ -78,23 +91,47 @@ spec:
     assert off["vars"] == {"kernel.ok": "yes"}
     r = nfd("--rules", str(rules), "--features", str(p), "-o", "json", "--enable-taints")
     on = json.loads(r.stdout)
-    assert on["taints"] == [{"key": "feature.node.kubernetes.io/special", "value": "true", "effect": "NoSchedule"}]
-    assert "taint kubernetes.io/denied=:NoSchedule left out: namespace 'kubernetes.io' is not allowed" in r.stderr
+    assert on["taints"] == [
+        {"key": "feature.node.kubernetes.io/special", "value": "true", "effect": "NoSchedule"}
+    ]
+    assert (
+        "taint kubernetes.io/denied=:NoSchedule left out: namespace 'kubernetes.io' is not allowed"
+        in r.stderr
+    )
 
 
 def test_policy_flags(tmp_path: Path) -> None:
-    args = ["--rules", str(RULES / "intel-device-plugins/node-feature-rules.yaml"), "--features", str(sgx_features(tmp_path)), "-o", "json"]
+    args = [
+        "--rules",
+        str(RULES / "intel-device-plugins/node-feature-rules.yaml"),
+        "--features",
+        str(sgx_features(tmp_path)),
+        "-o",
+        "json",
+    ]
     denied = nfd(*args, "--deny-label-ns", "*.node.kubernetes.io")
     assert json.loads(denied.stdout)["labels"] == {}
     assert "label intel.feature.node.kubernetes.io/sgx left out" in denied.stderr
-    allowed = nfd(*args, "--deny-label-ns", "*.node.kubernetes.io", "--extra-label-ns", "intel.feature.node.kubernetes.io")
+    allowed = nfd(
+        *args,
+        "--deny-label-ns",
+        "*.node.kubernetes.io",
+        "--extra-label-ns",
+        "intel.feature.node.kubernetes.io",
+    )
     assert json.loads(allowed.stdout)["labels"] == {"intel.feature.node.kubernetes.io/sgx": "true"}
     wl = nfd(*args, "--label-whitelist", "^gpu")
     assert json.loads(wl.stdout)["labels"] == {}
 
 
 def test_text_output_and_explain(tmp_path: Path) -> None:
-    r = nfd("--rules", str(RULES / "intel-device-plugins/node-feature-rules.yaml"), "--features", str(sgx_features(tmp_path)), "--explain")
+    r = nfd(
+        "--rules",
+        str(RULES / "intel-device-plugins/node-feature-rules.yaml"),
+        "--features",
+        str(sgx_features(tmp_path)),
+        "--explain",
+    )
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "labels:\n  intel.feature.node.kubernetes.io/sgx=true\n" in out
@@ -109,7 +146,15 @@ def test_explain_says_which_expression_failed_and_what_it_saw(tmp_path: Path) ->
     data = json.loads(p.read_text())
     data["attributes"]["cpu.security"]["elements"]["sgx.enabled"] = "false"
     p.write_text(json.dumps(data))
-    r = nfd("--rules", str(RULES / "intel-device-plugins/node-feature-rules.yaml"), "--features", str(p), "--explain", "-o", "json")
+    r = nfd(
+        "--rules",
+        str(RULES / "intel-device-plugins/node-feature-rules.yaml"),
+        "--features",
+        str(p),
+        "--explain",
+        "-o",
+        "json",
+    )
     assert json.loads(r.stdout)["labels"] == {}
     # In JSON mode stdout stays the document; the explanation goes to stderr.
     assert "no match intel-dp-devices/intel.sgx: cpu.security: sgx.enabled IsTrue: saw 'false'" in r.stderr
@@ -160,7 +205,12 @@ def test_input_errors_exit_2_with_one_line(tmp_path: Path, setup: str, message: 
         "bad-yaml": ["--rules", str(_write(tmp_path / "b.yaml", "a: [1,\n")), "--features", feats],
         "missing-features": ["--rules", good_rules, "--features", f"{tmp_path}/nope.json"],
         "bad-json": ["--rules", good_rules, "--features", str(_write(tmp_path / "f.json", "{nope"))],
-        "bad-shape": ["--rules", good_rules, "--features", str(_write(tmp_path / "s.json", '{"flags": {"x": 1}}'))],
+        "bad-shape": [
+            "--rules",
+            good_rules,
+            "--features",
+            str(_write(tmp_path / "s.json", '{"flags": {"x": 1}}')),
+        ],
         "bad-whitelist": ["--rules", good_rules, "--features", feats, "--label-whitelist", "("],
         "bad-host-root": ["--rules", good_rules, "--local", "--host-root", f"{tmp_path}/nodir"],
     }[setup]
@@ -176,7 +226,15 @@ def test_input_errors_exit_2_with_one_line(tmp_path: Path, setup: str, message: 
 def test_local_discovery_on_a_fixture_host(tmp_path: Path) -> None:
     # An empty host root: discovery finds little, the rules still run.
     (tmp_path / "host").mkdir()
-    r = nfd("--rules", str(RULES / "upstream/docs-wrapped-cg-b35.yaml"), "--local", "--host-root", str(tmp_path / "host"), "-o", "json")
+    r = nfd(
+        "--rules",
+        str(RULES / "upstream/docs-wrapped-cg-b35.yaml"),
+        "--local",
+        "--host-root",
+        str(tmp_path / "host"),
+        "-o",
+        "json",
+    )
     assert r.returncode == 0, r.stderr
     assert set(json.loads(r.stdout)) == {"labels", "annotations", "extendedResources", "taints", "vars"}
 

@@ -11,7 +11,12 @@ from nfd.rules import load_rulesets
 
 
 def obj(name: str, *rules: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeatureRule", "metadata": {"name": name}, "spec": {"rules": list(rules)}}
+    return {
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+        "kind": "NodeFeatureRule",
+        "metadata": {"name": name},
+        "spec": {"rules": list(rules)},
+    }
 
 
 KMOD = {"feature": "kernel.loadedmodule", "matchExpressions": {"veth": {"op": "Exists"}}}
@@ -37,8 +42,13 @@ def test_match_any_is_or_and_combines_with_match_features(h: SimpleNamespace) ->
     assert run(h, {"name": "r", "labels": {"a": "1"}, "matchAny": any_ok}).labels == {"a": "1"}
     assert run(h, {"name": "r", "labels": {"a": "1"}, "matchAny": [{"matchFeatures": [NOKMOD]}]}).labels == {}
     # both must hold
-    assert run(h, {"name": "r", "labels": {"a": "1"}, "matchAny": any_ok, "matchFeatures": [NOKMOD]}).labels == {}
-    assert run(h, {"name": "r", "labels": {"a": "1"}, "matchAny": any_ok, "matchFeatures": [KMOD]}).labels == {"a": "1"}
+    assert (
+        run(h, {"name": "r", "labels": {"a": "1"}, "matchAny": any_ok, "matchFeatures": [NOKMOD]}).labels
+        == {}
+    )
+    assert run(
+        h, {"name": "r", "labels": {"a": "1"}, "matchAny": any_ok, "matchFeatures": [KMOD]}
+    ).labels == {"a": "1"}
 
 
 def test_a_rule_without_matchers_always_matches(h: SimpleNamespace) -> None:
@@ -54,18 +64,40 @@ def test_missing_feature_is_no_match_and_its_expressions_are_never_evaluated(h: 
 def test_first_matching_alternative_is_enough_without_templates(h: SimpleNamespace) -> None:
     # Upstream stops at the first match when there is no template: the bad alternative
     # after it is never evaluated.
-    out = run(h, {"name": "r", "labels": {"a": "1"}, "matchAny": [{"matchFeatures": [KMOD]}, {"matchFeatures": [BAD]}]})
+    out = run(
+        h,
+        {
+            "name": "r",
+            "labels": {"a": "1"},
+            "matchAny": [{"matchFeatures": [KMOD]}, {"matchFeatures": [BAD]}],
+        },
+    )
     assert out.labels == {"a": "1"} and out.errors == []
     # With a template every alternative is evaluated, so the bad one fails the rule.
-    out = run(h, {"name": "r", "labelsTemplate": "x=y", "matchAny": [{"matchFeatures": [KMOD]}, {"matchFeatures": [BAD]}]})
+    out = run(
+        h,
+        {
+            "name": "r",
+            "labelsTemplate": "x=y",
+            "matchAny": [{"matchFeatures": [KMOD]}, {"matchFeatures": [BAD]}],
+        },
+    )
     assert out.labels == {} and "invalid Op 'Bogus'" in out.errors[0].reason
 
 
 def test_each_matched_alternative_feeds_the_template(h: SimpleNamespace) -> None:
     tmpl = "{{ range .kernel.loadedmodule }}mod-{{ .Name }}=true\n{{ end }}"
     alt = [
-        {"matchFeatures": [{"feature": "kernel.loadedmodule", "matchExpressions": {"veth": {"op": "Exists"}}}]},
-        {"matchFeatures": [{"feature": "kernel.loadedmodule", "matchExpressions": {"overlay": {"op": "Exists"}}}]},
+        {
+            "matchFeatures": [
+                {"feature": "kernel.loadedmodule", "matchExpressions": {"veth": {"op": "Exists"}}}
+            ]
+        },
+        {
+            "matchFeatures": [
+                {"feature": "kernel.loadedmodule", "matchExpressions": {"overlay": {"op": "Exists"}}}
+            ]
+        },
         {"matchFeatures": [NOKMOD]},
     ]
     out = run(h, {"name": "r", "labelsTemplate": tmpl, "matchAny": alt})
@@ -84,8 +116,15 @@ def test_what_templates_see_for_each_feature_kind(h: SimpleNamespace) -> None:
             "name": "r",
             "labelsTemplate": tmpl,
             "matchFeatures": [
-                {"feature": "cpu.cpuid", "matchExpressions": {"AVX2": {"op": "Exists"}, "SGX": {"op": "DoesNotExist"}}},
-                {"feature": "kernel.version", "matchExpressions": {"major": {"op": "Gt", "value": ["5"]}}, "matchName": {"op": "In", "value": ["minor"]}},
+                {
+                    "feature": "cpu.cpuid",
+                    "matchExpressions": {"AVX2": {"op": "Exists"}, "SGX": {"op": "DoesNotExist"}},
+                },
+                {
+                    "feature": "kernel.version",
+                    "matchExpressions": {"major": {"op": "Gt", "value": ["5"]}},
+                    "matchName": {"op": "In", "value": ["minor"]},
+                },
                 {"feature": "pci.device", "matchExpressions": {"vendor": {"op": "In", "value": ["8086"]}}},
             ],
         },
@@ -103,7 +142,14 @@ def test_what_templates_see_for_each_feature_kind(h: SimpleNamespace) -> None:
 
 def test_match_name_elements_are_sorted_and_carry_values(h: SimpleNamespace) -> None:
     tmpl = "{{ range .kernel.config }}{{ .Name }}={{ .Value }}\n{{ end }}"
-    out = run(h, {"name": "r", "labelsTemplate": tmpl, "matchFeatures": [{"feature": "kernel.config", "matchName": {"op": "Exists"}}]})
+    out = run(
+        h,
+        {
+            "name": "r",
+            "labelsTemplate": tmpl,
+            "matchFeatures": [{"feature": "kernel.config", "matchName": {"op": "Exists"}}],
+        },
+    )
     assert list(out.labels) == ["LSM", "PREEMPT", "X86"]
 
 
@@ -112,14 +158,38 @@ def test_feature_names_are_case_insensitive_but_template_keys_keep_the_case(h: S
     # "system.osRelease" matches, and ".system.osrelease" is then a missing key.
     term = {"feature": "system.osRelease", "matchExpressions": {"ID": {"op": "Exists"}}}
     assert run(h, {"name": "r", "labels": {"a": "1"}, "matchFeatures": [term]}).labels == {"a": "1"}
-    out = run(h, {"name": "r", "labelsTemplate": "{{ range .system.osrelease }}{{ .Name }}=1{{ end }}", "matchFeatures": [term]})
+    out = run(
+        h,
+        {
+            "name": "r",
+            "labelsTemplate": "{{ range .system.osrelease }}{{ .Name }}=1{{ end }}",
+            "matchFeatures": [term],
+        },
+    )
     assert out.labels == {} and 'no entry for key "osrelease"' in out.errors[0].reason
-    out = run(h, {"name": "r", "labelsTemplate": "{{ range .system.osRelease }}{{ .Name }}=1{{ end }}", "matchFeatures": [term]})
+    out = run(
+        h,
+        {
+            "name": "r",
+            "labelsTemplate": "{{ range .system.osRelease }}{{ .Name }}=1{{ end }}",
+            "matchFeatures": [term],
+        },
+    )
     assert out.labels == {"ID": "1"}
 
 
 def test_static_labels_and_vars_override_templates(h: SimpleNamespace) -> None:
-    out = run(h, {"name": "r", "labelsTemplate": "a=tmpl\nb=tmpl", "labels": {"a": "static"}, "varsTemplate": "v=tmpl\nw=tmpl", "vars": {"v": "static"}, "matchFeatures": [KMOD]})
+    out = run(
+        h,
+        {
+            "name": "r",
+            "labelsTemplate": "a=tmpl\nb=tmpl",
+            "labels": {"a": "static"},
+            "varsTemplate": "v=tmpl\nw=tmpl",
+            "vars": {"v": "static"},
+            "matchFeatures": [KMOD],
+        },
+    )
     assert out.labels == {"a": "static", "b": "tmpl"}
     assert out.vars == {"v": "static", "w": "tmpl"}
 
@@ -142,7 +212,15 @@ def test_back_references_see_earlier_labels_and_vars(h: SimpleNamespace) -> None
             "labels": {"high-level": "true"},
             "labelsTemplate": "{{ range .rule.matched }}seen-{{ .Name }}={{ .Value }}\n{{ end }}",
             "matchFeatures": [
-                {"feature": "rule.matched", "matchExpressions": {"kernel-feature": {"op": "IsTrue"}, "nolabel-feature": {"op": "IsTrue"}, "tv": {"op": "Gt", "value": ["4"]}, "never": {"op": "DoesNotExist"}}}
+                {
+                    "feature": "rule.matched",
+                    "matchExpressions": {
+                        "kernel-feature": {"op": "IsTrue"},
+                        "nolabel-feature": {"op": "IsTrue"},
+                        "tv": {"op": "Gt", "value": ["4"]},
+                        "never": {"op": "DoesNotExist"},
+                    },
+                }
             ],
         },
     )
@@ -155,7 +233,11 @@ def test_back_references_see_earlier_labels_and_vars(h: SimpleNamespace) -> None
 def test_a_later_rule_cannot_see_a_later_rule(h: SimpleNamespace) -> None:
     out = run(
         h,
-        {"name": "first", "labels": {"x": "1"}, "matchFeatures": [{"feature": "rule.matched", "matchExpressions": {"y": {"op": "Exists"}}}]},
+        {
+            "name": "first",
+            "labels": {"x": "1"},
+            "matchFeatures": [{"feature": "rule.matched", "matchExpressions": {"y": {"op": "Exists"}}}],
+        },
         {"name": "second", "labels": {"y": "1"}},
     )
     assert out.labels == {"y": "1"}
@@ -167,7 +249,13 @@ def test_failing_rule_is_reported_and_later_rules_still_apply(h: SimpleNamespace
         {"name": "ok-before", "labels": {"before": "1"}},
         {"name": "broken", "labels": {"broken": "1"}, "matchFeatures": [BAD]},
         {"name": "bad-template", "labelsTemplate": "{{ .nope }}", "matchFeatures": [KMOD]},
-        {"name": "ok-after", "labels": {"after": "1"}, "matchFeatures": [{"feature": "rule.matched", "matchExpressions": {"broken": {"op": "DoesNotExist"}}}]},
+        {
+            "name": "ok-after",
+            "labels": {"after": "1"},
+            "matchFeatures": [
+                {"feature": "rule.matched", "matchExpressions": {"broken": {"op": "DoesNotExist"}}}
+            ],
+        },
     )
     assert out.labels == {"before": "1", "after": "1"}
     assert [(e.object, e.rule) for e in out.errors] == [("o", "broken"), ("o", "bad-template")]
@@ -177,11 +265,25 @@ def test_failing_rule_is_reported_and_later_rules_still_apply(h: SimpleNamespace
 
 def test_objects_run_in_name_order_rules_in_file_order(h: SimpleNamespace) -> None:
     docs = [
-        obj("b-second", {"name": "uses-a", "labels": {"from-b": "1"}, "matchFeatures": [{"feature": "rule.matched", "matchExpressions": {"from-a": {"op": "Exists"}}}]}),
-        obj("a-first", {"name": "r1", "labels": {"from-a": "1", "shared": "a"}}, {"name": "r2", "labels": {"shared": "a2"}}),
+        obj(
+            "b-second",
+            {
+                "name": "uses-a",
+                "labels": {"from-b": "1"},
+                "matchFeatures": [
+                    {"feature": "rule.matched", "matchExpressions": {"from-a": {"op": "Exists"}}}
+                ],
+            },
+        ),
+        obj(
+            "a-first",
+            {"name": "r1", "labels": {"from-a": "1", "shared": "a"}},
+            {"name": "r2", "labels": {"shared": "a2"}},
+        ),
         obj("c-third", {"name": "r", "labels": {"shared": "c"}}),
     ]
     rulesets, errors = load_rulesets(docs)
+    assert errors == []
     assert [r.name for r in rulesets] == ["a-first", "b-second", "c-third"]
     out = h.run(rulesets, h.base())
     assert out.labels == {"from-a": "1", "shared": "c", "from-b": "1"}
@@ -202,7 +304,15 @@ def test_empty_expression_set_matches_when_the_feature_exists(h: SimpleNamespace
     assert run(h, {"name": "r", "vars": {"v": "1"}, "matchFeatures": [term]}).vars == {"v": "1"}
     empty = Features()
     empty.set_instances("pci.device", [])
-    out = run(h, {"name": "r", "labels": {"a": "1"}, "matchFeatures": [{"feature": "pci.device", "matchExpressions": {}}]}, features=empty)
+    out = run(
+        h,
+        {
+            "name": "r",
+            "labels": {"a": "1"},
+            "matchFeatures": [{"feature": "pci.device", "matchExpressions": {}}],
+        },
+        features=empty,
+    )
     assert out.labels == {}
 
 
@@ -213,7 +323,10 @@ def test_taints_annotations_and_extended_resources_are_collected(h: SimpleNamesp
             "name": "r",
             "annotations": {"a": "1"},
             "extendedResources": {"vendor.io/r": "@kernel.version.major"},
-            "taints": [{"key": "feature.node.kubernetes.io/t", "value": "v", "effect": "NoSchedule"}, {"key": "feature.node.kubernetes.io/u", "effect": "NoExecute"}],
+            "taints": [
+                {"key": "feature.node.kubernetes.io/t", "value": "v", "effect": "NoSchedule"},
+                {"key": "feature.node.kubernetes.io/u", "effect": "NoExecute"},
+            ],
         },
     )
     assert out.annotations == {"a": "1"}
@@ -226,10 +339,21 @@ def test_taints_annotations_and_extended_resources_are_collected(h: SimpleNamesp
 
 def test_invalid_rules_are_reported_at_load_with_object_and_rule(h: SimpleNamespace) -> None:
     docs = [
-        obj("o", {"name": "good", "labels": {"a": "1"}}, {"name": "bad-labels", "labels": ["x"]}, {"name": "bad-terms", "matchFeatures": "cpu"}, 7),
+        obj(
+            "o",
+            {"name": "good", "labels": {"a": "1"}},
+            {"name": "bad-labels", "labels": ["x"]},
+            {"name": "bad-terms", "matchFeatures": "cpu"},
+            7,
+        ),
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "skipped"}},
         {"apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeatureRule", "metadata": {}},
-        {"apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeatureRule", "metadata": {"name": "x"}, "spec": {"rules": {}}},
+        {
+            "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+            "kind": "NodeFeatureRule",
+            "metadata": {"name": "x"},
+            "spec": {"rules": {}},
+        },
     ]
     rulesets, errors = load_rulesets(docs)
     assert [r.name for r in rulesets] == ["o"]
@@ -244,7 +368,17 @@ def test_invalid_rules_are_reported_at_load_with_object_and_rule(h: SimpleNamesp
 
 
 def test_unknown_keys_are_pruned_as_by_the_api_server(h: SimpleNamespace) -> None:
-    docs = [obj("o", {"name": "r", "labels": {"a": "1"}, "unknownField": 1, "matchFeatures": [{"pci.device": {"vendor": "0fff"}}]})]
+    docs = [
+        obj(
+            "o",
+            {
+                "name": "r",
+                "labels": {"a": "1"},
+                "unknownField": 1,
+                "matchFeatures": [{"pci.device": {"vendor": "0fff"}}],
+            },
+        )
+    ]
     rulesets, errors = load_rulesets(docs)
     assert errors == []
     # The term lost its only key: an empty feature name never matches.
@@ -252,7 +386,9 @@ def test_unknown_keys_are_pruned_as_by_the_api_server(h: SimpleNamespace) -> Non
 
 
 def test_list_objects_are_flattened(h: SimpleNamespace) -> None:
-    rulesets, errors = load_rulesets([{"apiVersion": "v1", "kind": "List", "items": [obj("a", {"name": "r"}), obj("b", {"name": "r"})]}])
+    rulesets, errors = load_rulesets(
+        [{"apiVersion": "v1", "kind": "List", "items": [obj("a", {"name": "r"}), obj("b", {"name": "r"})]}]
+    )
     assert [r.name for r in rulesets] == ["a", "b"] and errors == []
 
 
@@ -262,10 +398,31 @@ def test_explain_traces(h: SimpleNamespace) -> None:
             obj(
                 "o",
                 {"name": "hit", "matchFeatures": [KMOD]},
-                {"name": "miss-value", "matchFeatures": [{"feature": "kernel.version", "matchExpressions": {"major": {"op": "In", "value": ["5"]}}}]},
+                {
+                    "name": "miss-value",
+                    "matchFeatures": [
+                        {
+                            "feature": "kernel.version",
+                            "matchExpressions": {"major": {"op": "In", "value": ["5"]}},
+                        }
+                    ],
+                },
                 {"name": "miss-flag", "matchFeatures": [KMOD, NOKMOD]},
-                {"name": "miss-inst", "matchFeatures": [{"feature": "pci.device", "matchExpressions": {"vendor": {"op": "In", "value": ["10de"]}}}]},
-                {"name": "miss-feature", "matchFeatures": [{"feature": "cpu.security", "matchExpressions": {"sgx.enabled": {"op": "IsTrue"}}}]},
+                {
+                    "name": "miss-inst",
+                    "matchFeatures": [
+                        {
+                            "feature": "pci.device",
+                            "matchExpressions": {"vendor": {"op": "In", "value": ["10de"]}},
+                        }
+                    ],
+                },
+                {
+                    "name": "miss-feature",
+                    "matchFeatures": [
+                        {"feature": "cpu.security", "matchExpressions": {"sgx.enabled": {"op": "IsTrue"}}}
+                    ],
+                },
                 {"name": "broken", "matchFeatures": [BAD]},
             )
         ]

@@ -15,7 +15,17 @@ from nfd.rules.model import parse_expr
 def node() -> Features:
     f = Features()
     f.set_flags("t.flag", ["present", "10", "true"])
-    f.set_attributes("t.attr", {"num": "10", "neg": "-3", "word": "apparmor", "yes": "true", "no": "false", "ver": "5.15.0-91-generic"})
+    f.set_attributes(
+        "t.attr",
+        {
+            "num": "10",
+            "neg": "-3",
+            "word": "apparmor",
+            "yes": "true",
+            "no": "false",
+            "ver": "5.15.0-91-generic",
+        },
+    )
     f.set_instances(
         "t.inst",
         [
@@ -60,7 +70,9 @@ ATTR_CASES = [
 
 
 @pytest.mark.parametrize(("op", "values", "expect"), ATTR_CASES)
-def test_every_operator_on_attributes(h: SimpleNamespace, op: str, values: list[str], expect: dict[str, bool]) -> None:
+def test_every_operator_on_attributes(
+    h: SimpleNamespace, op: str, values: list[str], expect: dict[str, bool]
+) -> None:
     for element, want in expect.items():
         got = matches(h, "t.attr", {element: {"op": op, "value": values}})
         assert got is want, (op, values, element)
@@ -85,7 +97,9 @@ FLAG_CASES = [
 
 
 @pytest.mark.parametrize(("op", "values", "expect"), FLAG_CASES)
-def test_every_operator_on_flags(h: SimpleNamespace, op: str, values: list[str], expect: dict[str, bool]) -> None:
+def test_every_operator_on_flags(
+    h: SimpleNamespace, op: str, values: list[str], expect: dict[str, bool]
+) -> None:
     for element, want in expect.items():
         assert matches(h, "t.flag", {element: {"op": op, "value": values}}) is want, (op, element)
 
@@ -114,8 +128,15 @@ INSTANCE_CASES = [
 
 
 @pytest.mark.parametrize(("op", "values", "key", "want"), INSTANCE_CASES)
-def test_every_operator_on_instances(h: SimpleNamespace, op: str, values: list[str], key: str, want: bool | None) -> None:
-    rs = h.one_rule({"labels": {"hit": "true"}, "matchFeatures": [{"feature": "t.inst", "matchExpressions": {key: {"op": op, "value": values}}}]})
+def test_every_operator_on_instances(
+    h: SimpleNamespace, op: str, values: list[str], key: str, want: bool | None
+) -> None:
+    rs = h.one_rule(
+        {
+            "labels": {"hit": "true"},
+            "matchFeatures": [{"feature": "t.inst", "matchExpressions": {key: {"op": op, "value": values}}}],
+        }
+    )
     out = h.run(rs, node())
     if want is None:
         assert out.errors and "value[0] must be less than value[1]" in out.errors[0].reason
@@ -126,8 +147,12 @@ def test_every_operator_on_instances(h: SimpleNamespace, op: str, values: list[s
 
 def test_instance_expressions_must_all_hold_for_one_instance(h: SimpleNamespace) -> None:
     # vendor of one device, device of the other: no single instance has both.
-    assert not matches(h, "t.inst", {"vendor": {"op": "In", "value": ["8086"]}, "device": {"op": "In", "value": ["2330"]}})
-    assert matches(h, "t.inst", {"vendor": {"op": "In", "value": ["10de"]}, "device": {"op": "In", "value": ["2330"]}})
+    assert not matches(
+        h, "t.inst", {"vendor": {"op": "In", "value": ["8086"]}, "device": {"op": "In", "value": ["2330"]}}
+    )
+    assert matches(
+        h, "t.inst", {"vendor": {"op": "In", "value": ["10de"]}, "device": {"op": "In", "value": ["2330"]}}
+    )
 
 
 @pytest.mark.parametrize(
@@ -169,7 +194,17 @@ def test_match_name(h: SimpleNamespace, feature: str, name: dict[str, Any], want
     ],
 )
 def test_version_type(h: SimpleNamespace, op: str, values: list[str], want: bool | None) -> None:
-    rs = h.one_rule({"labels": {"hit": "true"}, "matchFeatures": [{"feature": "t.attr", "matchExpressions": {"ver": {"op": op, "value": values, "type": "version"}}}]})
+    rs = h.one_rule(
+        {
+            "labels": {"hit": "true"},
+            "matchFeatures": [
+                {
+                    "feature": "t.attr",
+                    "matchExpressions": {"ver": {"op": op, "value": values, "type": "version"}},
+                }
+            ],
+        }
+    )
     out = h.run(rs, node())
     if want is None:
         assert out.errors
@@ -205,8 +240,15 @@ def test_parse_version() -> None:
         ({"op": "IsTrue", "value": ["x"]}, "must be empty"),
     ],
 )
-def test_invalid_expressions_fail_the_rule_with_a_reason(h: SimpleNamespace, expr: dict[str, Any], message: str) -> None:
-    rs = h.one_rule({"labels": {"hit": "true"}, "matchFeatures": [{"feature": "t.attr", "matchExpressions": {"num": expr}}]})
+def test_invalid_expressions_fail_the_rule_with_a_reason(
+    h: SimpleNamespace, expr: dict[str, Any], message: str
+) -> None:
+    rs = h.one_rule(
+        {
+            "labels": {"hit": "true"},
+            "matchFeatures": [{"feature": "t.attr", "matchExpressions": {"num": expr}}],
+        }
+    )
     out = h.run(rs, node())
     assert out.labels == {}
     assert len(out.errors) == 1
@@ -215,7 +257,14 @@ def test_invalid_expressions_fail_the_rule_with_a_reason(h: SimpleNamespace, exp
 
 
 def test_non_numeric_input_to_gt_is_an_error_as_upstream(h: SimpleNamespace) -> None:
-    rs = h.one_rule({"labels": {"hit": "true"}, "matchFeatures": [{"feature": "t.attr", "matchExpressions": {"word": {"op": "Gt", "value": ["1"]}}}]})
+    rs = h.one_rule(
+        {
+            "labels": {"hit": "true"},
+            "matchFeatures": [
+                {"feature": "t.attr", "matchExpressions": {"word": {"op": "Gt", "value": ["1"]}}}
+            ],
+        }
+    )
     out = h.run(rs, node())
     assert "not a number 'apparmor'" in out.errors[0].reason
 

@@ -23,7 +23,12 @@ def feats() -> Features:
 
 
 def test_unprefixed_names_are_prefixed_and_prefixed_spelling_wins() -> None:
-    pub = publish(labels={"a": "1", "b": "x", NS + "b": "y"}, annotations={"n": "v"}, extended_resources={"r": "2"}, features=feats())
+    pub = publish(
+        labels={"a": "1", "b": "x", NS + "b": "y"},
+        annotations={"n": "v"},
+        extended_resources={"r": "2"},
+        features=feats(),
+    )
     assert pub.labels == {NS + "a": "1", NS + "b": "y"}
     assert pub.annotations == {NS + "n": "v"}
     assert pub.extended_resources == {NS + "r": "2"}
@@ -31,8 +36,17 @@ def test_unprefixed_names_are_prefixed_and_prefixed_spelling_wins() -> None:
 
 def test_dynamic_values() -> None:
     pub = publish(
-        labels={"major": "@kernel.version.major", "rule": "@rule.matched.x", "bad": "@kernel.version", "gone": "@kernel.nosuch.x", "flag": "@cpu.cpuid.AVX"},
-        extended_resources={"sgx.intel.com/epc": "@cpu.security.sgx.epc", "vendor.io/x": "@cpu.security.nosuch"},
+        labels={
+            "major": "@kernel.version.major",
+            "rule": "@rule.matched.x",
+            "bad": "@kernel.version",
+            "gone": "@kernel.nosuch.x",
+            "flag": "@cpu.cpuid.AVX",
+        },
+        extended_resources={
+            "sgx.intel.com/epc": "@cpu.security.sgx.epc",
+            "vendor.io/x": "@cpu.security.nosuch",
+        },
         features=feats(),
         matched={"x": "from-rule"},
     )
@@ -73,7 +87,11 @@ def test_namespaces_per_kind(ns: str, label: bool, other: bool) -> None:
 
 
 def test_deny_and_extra_label_ns_apply_to_labels_only() -> None:
-    p = Policy.build(deny_label_ns=["*.vendor.io", "bad.org"], extra_label_ns=["node.kubernetes.io", "x.vendor.io"], enable_taints=True)
+    p = Policy.build(
+        deny_label_ns=["*.vendor.io", "bad.org"],
+        extra_label_ns=["node.kubernetes.io", "x.vendor.io"],
+        enable_taints=True,
+    )
     assert check_label("a.vendor.io/x", "v", p) is not None
     assert check_label("x.vendor.io/x", "v", p) is None  # re-allowed
     assert check_label("bad.org/x", "v", p) is not None
@@ -90,7 +108,18 @@ def test_deny_everything_then_allow_one() -> None:
     assert check_label(NS + "x", "v", p) is not None
 
 
-@pytest.mark.parametrize(("value", "ok"), [("4", True), ("100m", True), ("8Gi", True), ("1e3", True), ("lots", False), ("", False), ("1.2.3", False)])
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("4", True),
+        ("100m", True),
+        ("8Gi", True),
+        ("1e3", True),
+        ("lots", False),
+        ("", False),
+        ("1.2.3", False),
+    ],
+)
 def test_extended_resource_values_are_quantities(value: str, ok: bool) -> None:
     pub = publish(labels={}, extended_resources={"vendor.io/r": value}, features=feats())
     assert ("vendor.io/r" in pub.extended_resources) is ok
@@ -120,7 +149,11 @@ def test_taints_need_enable_taints_and_are_checked() -> None:
 
 
 def test_whitelist_and_label_values() -> None:
-    pub = publish(labels={"cpu-x": "1", "other": "1", "long": "x" * 64}, features=feats(), policy=Policy.build(label_whitelist="^cpu-|^long"))
+    pub = publish(
+        labels={"cpu-x": "1", "other": "1", "long": "x" * 64},
+        features=feats(),
+        policy=Policy.build(label_whitelist="^cpu-|^long"),
+    )
     assert pub.labels == {NS + "cpu-x": "1"}
     assert "whitelist" in pub.rejected["labels"][NS + "other"]
     assert "63" in pub.rejected["labels"][NS + "long"]

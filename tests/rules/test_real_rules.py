@@ -153,7 +153,9 @@ def test_gpu_operator_rules_on_an_h100_tdx_node(h: SimpleNamespace) -> None:
 def test_gpu_operator_cc_needs_a_hopper_gpu(h: SimpleNamespace) -> None:
     f = h.nvidia()
     f.instances["pci.device"][-1]["device"] = "20b0"  # A100
-    _, pub = publish(h.load_files("upstream/rw-gpu-operator-head.yaml", "upstream/rw-gpu-operator-ba224dc08.yaml"), f)
+    _, pub = publish(
+        h.load_files("upstream/rw-gpu-operator-head.yaml", "upstream/rw-gpu-operator-ba224dc08.yaml"), f
+    )
     assert "nvidia.com/cc.capable" not in pub.labels
     assert "nvidia.com/gpu.family" not in pub.labels
 
@@ -194,14 +196,21 @@ def test_upstream_e2e_rules_on_the_fake_source(h: SimpleNamespace) -> None:
         ns + "defaul-ns-annotation-2": "bar",
         "custom.vendor.io/feature": "baz",
     }
-    assert set(pub.rejected["annotations"]) == {"kubernetes.io/feature", "subns.kubernetes.io/blah", "nfd.node.kubernetes.io/xyz"}
+    assert set(pub.rejected["annotations"]) == {
+        "kubernetes.io/feature",
+        "subns.kubernetes.io/blah",
+        "nfd.node.kubernetes.io/xyz",
+    }
 
 
 def test_upstream_e2e_updated_taints_are_filtered(h: SimpleNamespace) -> None:
     rs = h.load_files("upstream/e2e-nfr-1-2-3updated-4-5.yaml")
     _, pub = publish(rs, h.fake(), enable_taints=True)
     ns = "feature.node.kubernetes.io/"
-    assert pub.taints == [(ns + "fake-special-node", "exists", "PreferNoSchedule"), (ns + "foo", "true", "NoExecute")]
+    assert pub.taints == [
+        (ns + "fake-special-node", "exists", "PreferNoSchedule"),
+        (ns + "foo", "true", "NoExecute"),
+    ]
     assert set(pub.rejected["taints"]) == {
         "kubernetes.io/denied-1=:PreferNoSchedule",
         "node.kubernetes.io/denied-2=:PreferNoSchedule",
@@ -220,7 +229,10 @@ def test_e2e_restricted_namespaces_rule(h: SimpleNamespace) -> None:
 
 def test_upstream_samples_reproduce_the_builtin_labels(h: SimpleNamespace) -> None:
     features = Features.from_json((BASELINE / "features.json").read_text())
-    names = [f"upstream/rw-nfd-sample-{s}.yaml" for s in ("cpu", "kernel", "memory", "network", "pci", "storage", "system", "usb", "local", "custom")]
+    names = [
+        f"upstream/rw-nfd-sample-{s}.yaml"
+        for s in ("cpu", "kernel", "memory", "network", "pci", "storage", "system", "usb", "local", "custom")
+    ]
     out, pub = publish(h.load_files(*names), features)
     assert out.errors == []
     baseline = {}
@@ -231,8 +243,13 @@ def test_upstream_samples_reproduce_the_builtin_labels(h: SimpleNamespace) -> No
     # The sample's kernel-config rule needs all four options at once (unlike the
     # built-in source), so NO_HZ/NO_HZ_IDLE are the only built-in labels it misses.
     missing = set(baseline) - set(pub.labels)
-    assert missing == {"feature.node.kubernetes.io/kernel-config.NO_HZ", "feature.node.kubernetes.io/kernel-config.NO_HZ_IDLE"}
-    assert {k: pub.labels[k] for k in baseline if k in pub.labels} == {k: v for k, v in baseline.items() if k not in missing}
+    assert missing == {
+        "feature.node.kubernetes.io/kernel-config.NO_HZ",
+        "feature.node.kubernetes.io/kernel-config.NO_HZ_IDLE",
+    }
+    assert {k: pub.labels[k] for k in baseline if k in pub.labels} == {
+        k: v for k, v in baseline.items() if k not in missing
+    }
 
 
 def test_docs_examples(h: SimpleNamespace) -> None:
@@ -257,4 +274,6 @@ def test_docs_examples(h: SimpleNamespace) -> None:
     # so the label is dropped as upstream drops it.
     assert "lockdown,yama,apparmor" in pub.rejected["labels"]["feature.node.kubernetes.io/linux-lsm-enabled"]
     # b31 keys its template by "system.osRelease": upstream fails that rule the same way.
-    assert [(e.object, e.reason.split(":")[0]) for e in out.errors] == [("docs-cg-b31", "failed to expand template")]
+    assert [(e.object, e.reason.split(":")[0]) for e in out.errors] == [
+        ("docs-cg-b31", "failed to expand template")
+    ]
