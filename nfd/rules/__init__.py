@@ -127,10 +127,12 @@ def evaluate(rulesets: Sequence[RuleSet], features: Features, *, explain: bool =
         for rule in rs.rules:
             try:
                 res = execute(rule, view, explain=explain)
-            except (EvalError, RecursionError) as e:
-                out.errors.append(RuleError(rs.name, rule.name, str(e)))
+            except Exception as e:  # EvalError; anything else is a bug of ours, which
+                # must not cost the node its other rules either
+                reason = str(e) if isinstance(e, EvalError) else f"internal error: {type(e).__name__}: {e}"
+                out.errors.append(RuleError(rs.name, rule.name, reason))
                 if explain:
-                    out.traces.append(RuleTrace(rs.name, rule.name, False, str(e), failed=True))
+                    out.traces.append(RuleTrace(rs.name, rule.name, False, reason, failed=True))
                 continue
             if explain:
                 out.traces.append(RuleTrace(rs.name, rule.name, res.matched, res.reason))

@@ -602,8 +602,10 @@ class _Exec:
                 return self.funcs[name](*args)
             except TemplateError as e:
                 raise TemplateError(f"error calling {name}: {e}") from None
-            except TypeError:
-                raise TemplateError(f"wrong number of args for {name}: got {len(args)}") from None
+            except TypeError as e:
+                if "positional argument" in str(e):
+                    raise TemplateError(f"wrong number of args for {name}: got {len(args)}") from None
+                raise TemplateError(f"error calling {name}: wrong type of argument ({e})") from None
             except (ValueError, IndexError, KeyError, ZeroDivisionError, re.error) as e:
                 raise TemplateError(f"error calling {name}: {e}") from None
         if len(cmd) > 1 or piped is not _NOTHING:
@@ -1107,6 +1109,15 @@ def _mod(a: Any, b: Any) -> int:
     return x - _div(x, y) * y
 
 
+def _b64dec(s: str) -> str:
+    # Sprig returns Go's error text as the value instead of failing.
+    try:
+        return base64.b64decode(s.encode(), validate=True).decode(errors="replace")
+    except ValueError:
+        bad = next((i for i, c in enumerate(s) if not (c.isalnum() or c in "+/=")), len(s))
+        return f"illegal base64 data at input byte {bad}"
+
+
 def _to_json(v: Any) -> str:
     return json.dumps(v, sort_keys=True, separators=(",", ":"))
 
@@ -1152,7 +1163,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "toString": _str,
     "toStrings": lambda v: [_str(x) for x in _as_list(v, "toStrings")],
     "b64enc": lambda s: base64.b64encode(_str(s).encode()).decode(),
-    "b64dec": lambda s: base64.b64decode(_str(s).encode()).decode(errors="replace"),
+    "b64dec": lambda s: _b64dec(_str(s)),
     "sha256sum": lambda s: hashlib.sha256(_str(s).encode()).hexdigest(),
     "toJson": _to_json,
     # Sprig: numbers

@@ -6,6 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from nfd.features import Features
 from nfd.rules import load_rulesets
 
@@ -436,3 +438,21 @@ def test_explain_traces(h: SimpleNamespace) -> None:
     assert "first instance has vendor='8086', want In ['10de']" in traces["miss-inst"].reason
     assert traces["miss-feature"].reason == "feature 'cpu.security' is not present on this node"
     assert traces["broken"].failed and "invalid Op" in traces["broken"].reason
+
+
+def test_an_unexpected_exception_is_a_rule_error_not_a_crash(
+    h: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import nfd.rules as rules
+
+    real = rules.execute
+
+    def flaky(rule: Any, view: Any, *, explain: bool = False) -> Any:
+        if rule.name == "boom":
+            raise RuntimeError("bug")
+        return real(rule, view, explain=explain)
+
+    monkeypatch.setattr(rules, "execute", flaky)
+    out = run(h, {"name": "boom", "labels": {"a": "1"}}, {"name": "fine", "labels": {"b": "1"}})
+    assert out.labels == {"b": "1"}
+    assert out.errors[0].rule == "boom" and out.errors[0].reason == "internal error: RuntimeError: bug"

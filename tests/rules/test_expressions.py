@@ -291,6 +291,11 @@ def test_evaluate_any_op() -> None:
 def test_match_name_with_numeric_names(h: SimpleNamespace) -> None:
     f = Features()
     f.set_flags("t.num", ["10", "20"])
-    rs = h.one_rule({"labelsTemplate": "{{ range .t.num }}n{{ .Name }}=1\n{{ end }}", "matchFeatures": [{"feature": "t.num", "matchName": {"op": "Gt", "value": ["15"]}}]})
+    rs = h.one_rule(
+        {
+            "labelsTemplate": "{{ range .t.num }}n{{ .Name }}=1\n{{ end }}",
+            "matchFeatures": [{"feature": "t.num", "matchName": {"op": "Gt", "value": ["15"]}}],
+        }
+    )
     out = h.run(rs, f)
     assert out.errors == [] and out.labels == {"n20": "1"}

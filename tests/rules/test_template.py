@@ -125,6 +125,7 @@ def test_constructs(src: str, out: str) -> None:
         ),
         ('{{ b64enc "hi" }} {{ b64dec "aGk=" }} {{ toJson (dict "a" 1) }}', 'aGk= hi {"a":1}'),
         ('{{ sha256sum "" | trunc 8 }}', "e3b0c442"),
+        ('{{ b64dec "a!" }}', "illegal base64 data at input byte 1"),  # Sprig's value, no error
     ],
 )
 def test_sprig_functions(src: str, out: str) -> None:
@@ -186,3 +187,17 @@ def test_deep_nesting_is_an_error_not_a_crash() -> None:
     t = Template(src)
     with pytest.raises(TemplateError):
         t.render({})
+
+
+@pytest.mark.parametrize(
+    ("src", "message"),
+    [
+        ('{{ upper "a" "b" }}', "wrong number of args for upper: got 2"),
+        ('{{ slice "abc" "x" }}', "wrong type of argument"),
+        ('{{ regexMatch "(" "a" }}', "error calling regexMatch"),
+    ],
+)
+def test_function_errors_name_the_function(src: str, message: str) -> None:
+    with pytest.raises(TemplateError) as e:
+        render(src)
+    assert message in str(e.value)
