@@ -149,6 +149,16 @@ def evaluate(rulesets: Sequence[RuleSet], features: Features, *, explain: bool =
     return out
 
 
+def lint_rulesets(rulesets: Sequence[RuleSet]) -> list[RuleError]:
+    """Problems that fail a rule whenever evaluation reaches them (see ``nfd.rules.lint``):
+    for reporting; ``evaluate`` is not affected."""
+    from nfd.rules.lint import rule_problems
+
+    return [
+        RuleError(rs.name, rule.name, p) for rs in rulesets for rule in rs.rules for p in rule_problems(rule)
+    ]
+
+
 __all__ = [
     "RuleError",
     "RuleOutput",
@@ -156,5 +166,6 @@ __all__ = [
     "RuleTrace",
     "Taint",
     "evaluate",
+    "lint_rulesets",
     "load_rulesets",
 ]

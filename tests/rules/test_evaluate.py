@@ -456,3 +456,46 @@ def test_an_unexpected_exception_is_a_rule_error_not_a_crash(
     out = run(h, {"name": "boom", "labels": {"a": "1"}}, {"name": "fine", "labels": {"b": "1"}})
     assert out.labels == {"b": "1"}
     assert out.errors[0].rule == "boom" and out.errors[0].reason == "internal error: RuntimeError: bug"
+
+
+def test_lint_finds_what_fails_wherever_evaluation_gets(h: SimpleNamespace) -> None:
+    from nfd.rules import lint_rulesets
+
+    docs = [
+        obj(
+            "o",
+            {
+                "name": "typos",
+                "labelsTemplate": '{{ env "X" }}',
+                "taints": [{"key": "feature.node.kubernetes.io/t", "effect": "Never"}],
+                "matchFeatures": [
+                    {
+                        "feature": "system.osrelease",
+                        "matchExpressions": {"NAME": {"op": "InRegexp", "values": ["^x"]}},
+                    },
+                    {
+                        "feature": "kernel.version",
+                        "matchExpressions": {
+                            "major": {"op": "GtLt", "value": ["9", "2"]},
+                            "minor": {"op": "Gt", "value": ["x"]},
+                        },
+                    },
+                    {"feature": "cpuid", "matchName": {"op": "Lt", "value": ["1.2"], "type": "version"}},
+                ],
+            },
+            {"name": "clean", "labels": {"a": "1"}, "matchFeatures": [KMOD]},
+        )
+    ]
+    rulesets, errors = load_rulesets(docs)
+    assert errors == []
+    problems = [e.reason for e in lint_rulesets(rulesets)]
+    assert all(e.rule == "typos" for e in lint_rulesets(rulesets))
+    assert problems == [
+        "matchFeatures[0].matchExpressions.NAME: unknown key 'values' ignored",
+        "matchFeatures[0].matchExpressions.NAME: 'value' must be non-empty for Op 'InRegexp'",
+        "matchFeatures[1].matchExpressions.major: value[0] must be less than value[1] for Op 'GtLt' (have ['9', '2'])",
+        "matchFeatures[1].matchExpressions.minor: every value of Op 'Gt' must be an integer (have ['x'])",
+        "matchFeatures[2]: feature name 'cpuid' is not <domain>.<feature>: it never matches",
+        'labelsTemplate: invalid template: function "env" not defined',
+        "taints[0]: effect 'Never' is not NoSchedule, PreferNoSchedule or NoExecute",
+    ]
