@@ -60,8 +60,20 @@ def node() -> Features:
     f = Features.from_json((REPO / "tests" / "fixtures" / "upstream-baseline" / "features.json").read_text())
     f.instances.setdefault("pci.device", []).extend(
         [
-            {"class": "0380", "vendor": "8086", "device": "56c0", "subsystem_vendor": "8086", "subsystem_device": "4905"},
-            {"class": "0b40", "vendor": "8086", "device": "4940", "subsystem_vendor": "8086", "subsystem_device": "0000"},
+            {
+                "class": "0380",
+                "vendor": "8086",
+                "device": "56c0",
+                "subsystem_vendor": "8086",
+                "subsystem_device": "4905",
+            },
+            {
+                "class": "0b40",
+                "vendor": "8086",
+                "device": "4940",
+                "subsystem_vendor": "8086",
+                "subsystem_device": "0000",
+            },
         ]
     )
     f.flags.setdefault("kernel.loadedmodule", set()).update({"i915", "intel_qat", "vfio_pci"})

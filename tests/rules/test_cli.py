@@ -245,7 +245,17 @@ def _write(p: Path, text: str) -> Path:
 
 
 def test_lint_warnings_for_rules_the_node_never_reaches(tmp_path: Path) -> None:
-    r = nfd("--rules", str(RULES / "upstream/docs-wrapped-cg-b36.yaml"), "--features", str(sgx_features(tmp_path)), "-o", "json")
+    r = nfd(
+        "--rules",
+        str(RULES / "upstream/docs-wrapped-cg-b36.yaml"),
+        "--features",
+        str(sgx_features(tmp_path)),
+        "-o",
+        "json",
+    )
     assert r.returncode == 0
     assert json.loads(r.stdout)["labels"] == {}
-    assert "rule docs-cg-b36/my multi-feature rule: matchFeatures[1].matchExpressions.NAME: unknown key 'values' ignored" in r.stderr
+    assert (
+        "rule docs-cg-b36/my multi-feature rule: matchFeatures[1].matchExpressions.NAME: unknown key 'values' ignored"
+        in r.stderr
+    )
