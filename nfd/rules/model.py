@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from nfd.rules.template import Template
@@ -54,6 +55,17 @@ class Term:
     feature: str
     expressions: tuple[tuple[str, Expr], ...] | None = None  # None: not given
     name: Expr | None = None  # matchName
+
+    # Upstream looks the feature up lower-cased but keys template data by the name as
+    # written ("<domain>.<feature>"; without a dot: the lower-cased name and "").
+    @cached_property
+    def lookup_name(self) -> str:
+        return self.feature.lower()
+
+    @cached_property
+    def template_key(self) -> tuple[str, str]:
+        dom, dot, nam = self.feature.partition(".")
+        return (dom, nam) if dot else (self.feature.lower(), "")
 
 
 @dataclass(frozen=True)
