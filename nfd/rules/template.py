@@ -137,6 +137,13 @@ class _Text:
 @dataclass
 class _Action:
     pipe: _Pipe
+    # The field chain when the action is just ``{{ .a.b }}`` (a fast path), else None.
+    field: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        p = self.pipe
+        if not p.decl and len(p.cmds) == 1 and len(p.cmds[0]) == 1 and isinstance(p.cmds[0][0], _Field):
+            self.field = p.cmds[0][0].chain
 
 
 @dataclass
@@ -513,13 +520,22 @@ class _Exec:
         self.out: list[str] = []
 
     def run(self, nodes: Sequence[_Node], dot: Any, scope: _Scope) -> None:
+        out = self.out
         for n in nodes:
             if isinstance(n, _Text):
-                self.out.append(n.text)
+                out.append(n.text)
             elif isinstance(n, _Action):
+                field = n.field
+                if field is not None:
+                    # The common {{ .Name }}: a field of a string map, printed.
+                    v = dot
+                    for f in field:
+                        v = v[f] if type(v) is dict and f in v else _field(v, f)
+                    out.append(v if type(v) is str else "<no value>" if v is None else go_str(v))
+                    continue
                 v = self.pipe(n.pipe, dot, scope)
                 if not n.pipe.decl:
-                    self.out.append("<no value>" if v is None else go_str(v))
+                    out.append("<no value>" if v is None else go_str(v))
             elif isinstance(n, _Control):
                 self.control(n, dot, scope)
             else:
