@@ -259,3 +259,33 @@ def test_lint_warnings_for_rules_the_node_never_reaches(tmp_path: Path) -> None:
         "rule docs-cg-b36/my multi-feature rule: matchFeatures[1].matchExpressions.NAME: unknown key 'values' ignored"
         in r.stderr
     )
+
+
+def test_nodefeature_objects_are_accepted_as_features(tmp_path: Path) -> None:
+    feats = json.loads(sgx_features(tmp_path).read_text())
+    p = tmp_path / "nf.json"
+    p.write_text(
+        json.dumps(
+            {"apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature", "spec": {"features": feats}}
+        )
+    )
+    r = nfd(
+        "--rules",
+        str(RULES / "intel-device-plugins/node-feature-rules.yaml"),
+        "--features",
+        str(p),
+        "-o",
+        "json",
+    )
+    assert json.loads(r.stdout)["extendedResources"] == {"sgx.intel.com/epc": "68719476736"}
+
+
+def test_text_output_when_nothing_matches(tmp_path: Path) -> None:
+    r = nfd(
+        "--rules",
+        str(RULES / "upstream/rw-gpu-operator-head.yaml"),
+        "--features",
+        str(sgx_features(tmp_path)),
+    )
+    assert r.returncode == 0
+    assert r.stdout == "nothing: no rule set anything for this node\n"
