@@ -90,4 +90,20 @@ class CustomSource:
         return Features()
 
     def labels(self, features: Features, config: SourcesConfig) -> Labels:
+        if not config.custom:
+            # The default configuration: only the two built-in rules, checked directly so
+            # that discovery does not load the rules engine (tests hold the two paths
+            # equal).
+            return builtin_labels(features)
         return custom_rule_labels(config.custom, features)
+
+
+def builtin_labels(features: Features) -> Labels:
+    """BUILTIN_RULES without the engine: a PCI device of vendor 15b3; modules ib_uverbs
+    and rdma_ucm both loaded."""
+    out: Labels = {}
+    if any(dev.get("vendor") == "15b3" for dev in features.instances.get("pci.device", ())):
+        out["rdma.capable"] = "true"
+    if {"ib_uverbs", "rdma_ucm"} <= features.flags.get("kernel.loadedmodule", set()):
+        out["rdma.available"] = "true"
+    return out

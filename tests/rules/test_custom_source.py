@@ -109,3 +109,16 @@ sources:
         "feature.node.kubernetes.io/rdma.available": "true",
     }
     assert isinstance(WorkerConfig().sources.custom, tuple)
+
+
+@pytest.mark.parametrize("vendor", ["15b3", "8086"])
+@pytest.mark.parametrize("modules", [set(), {"ib_uverbs"}, {"ib_uverbs", "rdma_ucm"}])
+def test_builtin_fast_path_equals_the_engine(h: SimpleNamespace, vendor: str, modules: set[str]) -> None:
+    from nfd.sources.custom import builtin_labels, custom_rule_labels
+
+    f = h.base()
+    f.instances["pci.device"].append({"class": "0207", "vendor": vendor, "device": "101b"})
+    f.flags["kernel.loadedmodule"] |= modules
+    assert builtin_labels(f) == custom_rule_labels((), f)
+    # and without the features at all
+    assert builtin_labels(type(f)()) == custom_rule_labels((), type(f)()) == {}
