@@ -367,6 +367,10 @@ def publish(
                 out.rejected["taints"][f"{key}={value}:{effect}"] = err
             elif (key, value, effect) not in out.taints:
                 out.taints.append((key, value, effect))
+    # Sorted by the published (qualified) name, so output does not depend on spelling.
+    out.labels = dict(sorted(out.labels.items()))
+    out.annotations = dict(sorted(out.annotations.items()))
+    out.extended_resources = dict(sorted(out.extended_resources.items()))
     return out
 
 
