@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from nfd.cli import CliError
-    from nfd.master.app import create_app
+    from nfd.master.app import create_app, serving_app
     from nfd.master.runtime import SetupError, build_runtime
 
     settings = settings_from_args(args)
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         runtime = build_runtime(settings)
     except SetupError as e:
         raise CliError(str(e), code=1) from None
-    app = create_app(runtime=runtime)
+    app = serving_app(create_app(runtime=runtime))
     srv = settings.server
     config = uvicorn.Config(
         app,

@@ -58,6 +58,20 @@ class Authenticator:
             raise AuthError(403, f"the token is bound to node {ident.node!r}, not {node!r}")
         return ident
 
+    def cached_for(self, authorization: str | None, node: str) -> bool:
+        """True when a still-fresh review already showed this token to be ``node``'s
+        worker (the steady-state fast path asks; anything else takes the full path)."""
+        if not authorization or not authorization.startswith("Bearer "):
+            return False
+        key = hashlib.sha256(authorization[7:].strip().encode()).hexdigest()
+        hit = self._cache.get(key)
+        return (
+            hit is not None
+            and hit[0] > time.monotonic()
+            and isinstance(hit[1], Identity)
+            and hit[1].node == node
+        )
+
     async def _identity(self, authorization: str | None) -> Identity:
         if not authorization:
             raise AuthError(401, "missing bearer token")

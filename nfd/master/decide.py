@@ -1,12 +1,13 @@
 """Features -> what the master publishes for a node. Pure: the built-in labels come from
 the same label functions ``nfd discover`` uses, rule outputs from the rules engine, and
-everything passes through the same namespace policy."""
+everything passes through the same namespace policy (nfd.policy.publish)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from nfd.config import WorkerConfig
 from nfd.features import Features
@@ -38,6 +39,59 @@ def taint_str(t: Taint) -> str:
     return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
 
 
+ALL = "\x00all"  # stands for a read of every group (iteration, len, comparison)
+
+
+class _Recording(dict[str, Any]):
+    """A feature-group map that notes which groups are looked at."""
+
+    def __init__(self, data: Mapping[str, Any], reads: set[str]) -> None:
+        super().__init__(data)
+        self._reads = reads
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._reads.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self._reads.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self._reads.add(str(key))
+        return super().__contains__(key)
+
+    def __iter__(self) -> Iterator[str]:
+        self._reads.add(ALL)
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._reads.add(ALL)
+        return super().__len__()
+
+    def keys(self) -> Any:
+        self._reads.add(ALL)
+        return super().keys()
+
+    def values(self) -> Any:
+        self._reads.add(ALL)
+        return super().values()
+
+    def items(self) -> Any:
+        self._reads.add(ALL)
+        return super().items()
+
+    def copy(self) -> dict[str, Any]:
+        self._reads.add(ALL)
+        return dict(super().items())
+
+    def __eq__(self, other: object) -> bool:
+        self._reads.add(ALL)
+        return super().__eq__(other)
+
+    __hash__ = None
+
+
 class Decider:
     """Holds the central configuration (label sources, policy, rules) and turns one
     node's features into a Decision."""
@@ -54,9 +108,23 @@ class Decider:
         self.config = config
         self.policy = policy
         self.rulesets: tuple[RuleSet, ...] = tuple(rulesets)
+        # The feature groups label functions, rules and the policy have read so far.
+        self._reads: set[str] = set()
+        self._reads_all = False
 
     def with_rules(self, rulesets: Sequence[RuleSet]) -> Decider:
         return Decider(sources=self.sources, config=self.config, policy=self.policy, rulesets=rulesets)
+
+    def relevant(self, group: str) -> bool:
+        """Whether feature group ``group`` (``kernel.version``) was read by any decision
+        so far.
+
+        A decision is a pure function of what it reads: two nodes that agree on every
+        group the first node's decision read get the same decision. So decisions are
+        cached under the groups read so far, and nodes that differ only elsewhere (the
+        node name in ``system.name``, say) share one. Reads are recorded, not declared:
+        a new source or rule cannot make this unsound."""
+        return self._reads_all or group in self._reads
 
     def _rule_output(self, features: Features) -> RuleOutput:
         if not self.rulesets:
@@ -70,6 +138,20 @@ class Decider:
             return RuleOutput(errors=[RuleError("*", "*", f"{type(e).__name__}: {e}")])
 
     def decide(self, features: Features, device_plugin_resources: Iterable[str] = ()) -> Decision:
+        reads: set[str] = set()
+        recorded = Features(
+            flags=_Recording(features.flags, reads),
+            attributes=_Recording(features.attributes, reads),
+            instances=_Recording(features.instances, reads),
+        )
+        try:
+            return self._decide(recorded, device_plugin_resources)
+        finally:
+            if ALL in reads:
+                self._reads_all = True
+            self._reads |= reads
+
+    def _decide(self, features: Features, device_plugin_resources: Iterable[str]) -> Decision:
         raw, source_errors = source_labels(self.sources, features, self.config)
         out = self._rule_output(features)
         raw.update(out.labels)  # rules come after the built-in labels, as upstream

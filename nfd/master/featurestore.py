@@ -53,7 +53,7 @@ def encode(raw: Mapping[str, Any]) -> Encoded:
         items = []
         for name in sorted(group):
             gj = _group_json(kind, group[name] or {})
-            h = hashlib.blake2b(gj.encode(), digest_size=16).hexdigest()
+            h = hashlib.sha256(gj.encode()).hexdigest()[:32]
             parts.append((kind, name, h, gj))
             items.append(f"{_DUMP(name)}:{gj}")
         pieces.append(f'"{kind}":{{{",".join(items)}}}')
@@ -110,6 +110,10 @@ class FeatureStore:
         for kind, name, h in self._manifests[digest].parts:
             raw[kind][name] = json.loads(zlib.decompress(self._parts[h].data))
         return Features.from_dict(raw)
+
+    def parts(self, digest: str) -> tuple[tuple[str, str, str], ...]:
+        """(kind, name, hash) of each group of the feature set."""
+        return self._manifests[digest].parts
 
     def __contains__(self, digest: object) -> bool:
         return digest in self._manifests

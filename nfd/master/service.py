@@ -9,7 +9,7 @@ import json
 import logging
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,7 @@ def _decision_key(d: Decision) -> str:
         d.rejected,
         d.rule_errors,
     ]
-    return hashlib.blake2b(json.dumps(doc, sort_keys=True).encode(), digest_size=16).hexdigest()
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
 class MasterService:
@@ -48,8 +48,9 @@ class MasterService:
         self.decider = decider
         self.metrics = metrics
         self.publisher: Publisher = publisher or MemoryPublisher(self.store)
-        # digest -> device-plugin resources -> decision; shared by identical nodes.
-        self._decisions: dict[str, dict[frozenset[str], Decision]] = {}
+        # (relevant features, device-plugin resources) -> decision: nodes that differ
+        # only in what no label function or rule reads share one decision.
+        self._decisions: dict[tuple[str, frozenset[str]], Decision] = {}
         # Equal decisions are one object, whatever features led to them.
         self._interned: weakref.WeakValueDictionary[str, Decision] = weakref.WeakValueDictionary()
         self._reeval_task: asyncio.Task[None] | None = None
@@ -59,22 +60,29 @@ class MasterService:
         self.rules_synced = True
 
     # -- decisions --------------------------------------------------------------------
-    def _decision(self, digest: str, features: Callable[[], Features], dpr: frozenset[str]) -> Decision:
-        by_dpr = self._decisions.setdefault(digest, {})
-        d = by_dpr.get(dpr)
+    def _projection(self, parts: Iterable[tuple[str, str, str]]) -> str:
+        """A key over the feature groups that can change this node's decision."""
+        relevant = "|".join(f"{k}/{n}/{h}" for k, n, h in parts if self.decider.relevant(n))
+        return hashlib.sha256(relevant.encode()).hexdigest()
+
+    def _decision(
+        self, parts: Iterable[tuple[str, str, str]], features: Callable[[], Features], dpr: frozenset[str]
+    ) -> Decision:
+        parts = list(parts)
+        d = self._decisions.get((self._projection(parts), dpr))
         if d is None:
             d = self.decider.decide(features(), dpr)
             if d.rule_errors:
                 self.metrics.rule_errors.inc(len(d.rule_errors))
-            key = _decision_key(d)
-            d = self._interned.setdefault(key, d)
-            by_dpr[dpr] = d
+            d = self._interned.setdefault(_decision_key(d), d)
+            if len(self._decisions) > 2 * len(self.store) + 1000:
+                self._decisions.clear()  # keys of nodes long changed: start afresh
+            # Keyed by what this decision read (the decider knows it now).
+            self._decisions[(self._projection(parts), dpr)] = d
         return d
 
     def _release(self, digest: str) -> None:
         self.store.features.release(digest)
-        if digest not in self.store.features:
-            self._decisions.pop(digest, None)
 
     # -- worker input -----------------------------------------------------------------
     def submit(
@@ -96,7 +104,8 @@ class MasterService:
         if rec is not None and digest == rec.digest and dpr == rec.device_plugin_resources:
             return Submitted(rec, False)
         self.store.features.put(enc)
-        decision = self._decision(digest, lambda: Features.from_dict(features), dpr)
+        parts = [(k, n, h) for k, n, h, _ in enc.parts]
+        decision = self._decision(parts, lambda: Features.from_dict(features), dpr)
         if rec is None:
             rec = NodeRecord(name, digest, dpr, nfd_version, decision, now())
             self.store.nodes[name] = rec
@@ -153,8 +162,9 @@ class MasterService:
                     cached.append(self.store.features.get(digest))
                 return cached[0]
 
+            parts = self.store.features.parts(digest)
             for rec in recs:
-                d = self._decision(digest, features, rec.device_plugin_resources)
+                d = self._decision(parts, features, rec.device_plugin_resources)
                 if d != rec.decision:
                     rec.decision, rec.updated = d, now()
                     rec.generation += 1

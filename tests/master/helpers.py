@@ -45,7 +45,10 @@ def serve(app: FastAPI) -> Iterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on"))
+    from nfd.master.app import serving_app
+
+    served = serving_app(app)  # as `nfd master` serves it
+    server = uvicorn.Server(uvicorn.Config(served, log_config=None, access_log=False, lifespan="on"))
     t = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     t.start()
     deadline = time.monotonic() + 10

@@ -107,6 +107,10 @@ def test_probes_and_openapi(master):
     assert "/api/v1/nodes/{node}/features" in spec["paths"]
     put_op = spec["paths"]["/api/v1/nodes/{node}/features"]["put"]
     assert {"401", "403", "413", "422"} <= set(put_op["responses"])
+    body_ref = put_op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    assert body_ref == "#/components/schemas/FeaturesRequest"
+    assert "devicePluginResources" in spec["components"]["schemas"]["FeaturesRequest"]["properties"]
+    assert "RawFeatures" in spec["components"]["schemas"]
     assert "nfd_master_build_info" in c.get("/metrics").text
 
 

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException
+import hashlib
+import json
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 
 from nfd.master.api.deps import AuthorizedNode, NodeName, RuntimeDep
 from nfd.master.api.models import (
@@ -13,10 +19,8 @@ from nfd.master.api.models import (
     NodeList,
     NodeResponse,
     NodeStatus,
-    Rejected,
-    TaintModel,
 )
-from nfd.master.state import NodeRecord
+from nfd.master.api.views import response_dict, status_dict
 
 router = APIRouter(prefix="/api/v1/nodes", tags=["nodes"])
 
@@ -29,52 +33,53 @@ _ERRORS: dict[int | str, dict[str, object]] = {
 }
 
 
-def _response(rec: NodeRecord) -> NodeResponse:
-    d = rec.decision
-    return NodeResponse(
-        node=rec.name,
-        digest=rec.digest,
-        labels=d.labels,
-        annotations=d.annotations,
-        extendedResources=d.extended_resources,
-        taints=[TaintModel(key=t.key, value=t.value, effect=t.effect) for t in d.taints],
-        rejected=Rejected(**d.rejected),
-        updated=rec.updated,
-    )
-
-
-def _status(rec: NodeRecord) -> NodeStatus:
-    base = _response(rec).model_dump()
-    return NodeStatus(
-        **base,
-        nfdVersion=rec.nfd_version,
-        devicePluginResources=sorted(rec.device_plugin_resources),
-        published=rec.published,
-        inSync=rec.published is not None and rec.published >= rec.updated and not rec.last_error,
-        lastError=rec.last_error,
-        ruleErrors=list(rec.decision.rule_errors),
-    )
-
-
-@router.put("/{node}/features", response_model=NodeResponse, responses=_ERRORS)
-async def put_features(node: AuthorizedNode, body: FeaturesRequest, rt: RuntimeDep) -> NodeResponse:
-    """A worker's full view of its node. Answers what the master applies for it."""
+@router.put(
+    "/{node}/features",
+    response_model=NodeResponse,
+    responses=_ERRORS,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/FeaturesRequest"}}},
+        }
+    },
+)
+async def put_features(node: AuthorizedNode, request: Request, rt: RuntimeDep) -> Response:
+    """A worker's full view of its node (body: FeaturesRequest). Answers what the master
+    applies for it."""
+    raw = await request.body()
+    body_hash = hashlib.sha256(raw).digest()
     rec = rt.service.store.get(node)
-    if (
-        rec is not None
-        and body.digest
-        and body.digest == rec.digest
-        and frozenset(body.devicePluginResources) == rec.device_plugin_resources
-    ):
+    if rec is None or rec.body_hash != body_hash:
+        data = _parse(raw)
+        rec = rt.service.submit(
+            node,
+            features=data["features"],
+            device_plugin_resources=data.get("devicePluginResources") or (),
+            nfd_version=data.get("nfdVersion") or "",
+        ).record
+        rec.body_hash = body_hash
+    else:
         rt.metrics.update_requests.inc()
-        return _response(rec)  # unchanged: no parsing, no decision, no write
-    sub = rt.service.submit(
-        node,
-        features=body.features.model_dump(),
-        device_plugin_resources=body.devicePluginResources,
-        nfd_version=body.nfdVersion,
-    )
-    return _response(sub.record)
+    return Response(json.dumps(response_dict(rec)), media_type="application/json")
+
+
+def _parse(raw: bytes) -> dict[str, Any]:
+    """The body as JSON, checked against FeaturesRequest; 422 names the field. The raw
+    dict is used from here on: it is what the model checked, without a copy."""
+    try:
+        data = json.loads(raw)
+    except ValueError as e:
+        raise RequestValidationError(
+            [{"loc": ("body",), "msg": f"JSON decode error: {e}", "type": "json_invalid"}]
+        ) from None
+    try:
+        FeaturesRequest.model_validate(data)
+    except ValidationError as e:
+        raise RequestValidationError(
+            [{"loc": ("body", *err["loc"]), "msg": err["msg"], "type": err["type"]} for err in e.errors()]
+        ) from None
+    return data  # type: ignore[no-any-return]
 
 
 @router.post(
@@ -94,15 +99,16 @@ async def heartbeat(node: AuthorizedNode, body: HeartbeatRequest, rt: RuntimeDep
 
 
 @router.get("", response_model=NodeList)
-async def list_nodes(rt: RuntimeDep) -> NodeList:
+async def list_nodes(rt: RuntimeDep) -> Response:
     """Every node the master holds features for."""
-    return NodeList(items=[_status(r) for r in sorted(rt.service.store, key=lambda r: r.name)])
+    items = [status_dict(r) for r in sorted(rt.service.store, key=lambda r: r.name)]
+    return Response(json.dumps({"items": items}), media_type="application/json")
 
 
 @router.get("/{node}", response_model=NodeStatus, responses={404: {"description": "no features for it"}})
-async def get_node(node: NodeName, rt: RuntimeDep) -> NodeStatus:
+async def get_node(node: NodeName, rt: RuntimeDep) -> Response:
     """What the master applies to one node, what it rejected and why, and when."""
     rec = rt.service.store.get(node)
     if rec is None:
         raise HTTPException(404, f"no features received for node {node!r}")
-    return _status(rec)
+    return Response(json.dumps(status_dict(rec)), media_type="application/json")
