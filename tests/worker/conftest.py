@@ -75,7 +75,7 @@ def start_worker(tmp_path: Path, node: str) -> Iterator[Callable[..., WorkerProc
             proc = subprocess.Popen(cmd, env=env(), stdout=logf, stderr=subprocess.STDOUT)
         w = WorkerProc(proc, log, port)
         started.append(w)
-        wait_until(lambda: _alive_and_serving(w), timeout=15, what="the worker's status server")
+        wait_until(lambda: _alive_and_serving(w), timeout=30, what="the worker's status server")
         return w
 
     yield start

@@ -151,7 +151,7 @@ argv = sys.argv[1:]
 port = argv[argv.index("--port") + 1]
 
 def probe():
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 40
     while time.monotonic() < deadline:
         try:
             body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1).read().decode()

@@ -52,9 +52,9 @@ def test_features_d_change_is_picked_up_without_waiting_for_the_interval(
     wait_until(lambda: master.labels(node) == {}, what="the first delivery")
     host.write("late", "arrived=yes\n")
     # The interval is an hour: only the directory watch can bring this in time.
-    wait_until(lambda: master.labels(node) == {"arrived": "yes"}, timeout=5, what="the change")
+    wait_until(lambda: master.labels(node) == {"arrived": "yes"}, timeout=10, what="the change")
     (host.features_d / "late").unlink()
-    wait_until(lambda: master.labels(node) == {}, timeout=5, what="the removal")
+    wait_until(lambda: master.labels(node) == {}, timeout=10, what="the removal")
     assert "pass triggered: features.d" in w.output()
 
 
@@ -100,7 +100,7 @@ def test_413_is_logged_and_not_retried_in_a_tight_loop(
     wait_until(lambda: w.requests("features", "rejected") >= 1, what="the rejection")
     # A change on the node is the only thing that may bring the next attempt.
     host.write("more", "x=1\n")
-    wait_until(lambda: w.requests("features", "rejected") >= 2, timeout=5, what="the second rejection")
+    wait_until(lambda: w.requests("features", "rejected") >= 2, timeout=10, what="the second rejection")
     time.sleep(0.3)  # the change's events settle
     settled = w.requests("features", "rejected")
     time.sleep(1.0)  # room for a tight loop to show itself

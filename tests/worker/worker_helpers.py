@@ -35,7 +35,7 @@ def env() -> dict[str, str]:
     return e
 
 
-def wait_until(pred: Callable[[], Any], *, timeout: float = 10.0, what: str = "condition") -> Any:
+def wait_until(pred: Callable[[], Any], *, timeout: float = 20.0, what: str = "condition") -> Any:
     """Poll ``pred`` until it returns something truthy; fail after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
@@ -72,7 +72,7 @@ class Master:
         cmd += ["--host", "127.0.0.1", "--port", str(self.port), *self.extra]
         with open(self.log, "ab") as logf:
             self.proc = subprocess.Popen(cmd, env=env(), stdout=logf, stderr=subprocess.STDOUT)
-        wait_until(self._ready, timeout=20, what=f"master on {self.url} (log: {self.log})")
+        wait_until(self._ready, timeout=60, what=f"master on {self.url} (log: {self.log})")
 
     def _ready(self) -> bool:
         assert self.proc is not None
