@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -70,7 +70,8 @@ class WorkerMetrics:
 
 
 class StatusServer:
-    """/healthz and /metrics on one port, served from one daemon thread."""
+    """/healthz and /metrics on one port: a listening daemon thread, and one short-lived
+    thread per connection."""
 
     def __init__(
         self,
@@ -81,7 +82,10 @@ class StatusServer:
         port: int = 8081,
     ) -> None:
         handler = _handler_class(metrics, healthy)
-        self._httpd = HTTPServer((host, port), handler)
+        # A thread per connection (gone when it closes): a client that connects and says
+        # nothing must not hold up the kubelet's probe.
+        self._httpd = ThreadingHTTPServer((host, port), handler)
+        self._httpd.daemon_threads = True
         self.port = int(self._httpd.server_address[1])
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="nfd-status", daemon=True)
 
@@ -97,7 +101,10 @@ def _handler_class(
     metrics: WorkerMetrics, healthy: Callable[[], tuple[bool, str]]
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+        # Close after each answer, and give up on a silent client: no connection (and its
+        # thread) outlives a scrape or a probe by much.
+        protocol_version = "HTTP/1.0"
+        timeout = 5
 
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]

@@ -8,7 +8,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,10 @@ class Scripted:
             def log_message(self, *a: object) -> None:
                 pass
 
-        self.httpd = HTTPServer(("127.0.0.1", 0), H)
+        # Threads per connection, as daemons: a worker's kept-alive connection must not
+        # hold up the server's shutdown.
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
 
@@ -280,3 +283,65 @@ def test_device_plugin_resource_names(tmp_path: Path) -> None:
         served_resources(p)
     with pytest.raises(PluginConfigError, match="No such file"):
         served_resources(tmp_path / "missing.yaml")
+
+
+class Broken:
+    name = "kernel"
+
+    def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
+        raise OSError("unreadable")
+
+    def labels(self, features: Features, config: SourcesConfig) -> dict[str, str]:
+        return {}
+
+
+def test_a_failing_source_costs_nothing_else(scripted: Scripted, tmp_path: Path) -> None:
+    from nfd.worker.metrics import WorkerMetrics
+
+    metrics = WorkerMetrics("n")
+    w = Worker(
+        node="n", sources=[Broken(), OneFeature()], host=HostRoot.under(tmp_path), config=SourcesConfig(),
+        client=MasterClient(scripted.url), metrics=metrics,
+    )  # fmt: skip
+    assert w.run_pass().delivered
+    assert "system.test" in scripted.seen[0]["body"]["features"]["attributes"]
+    assert b'nfd_worker_source_errors_total{source="kernel"} 1.0' in metrics.exposition()
+    w.client.close()
+
+
+def test_healthz_fails_when_a_pass_is_stuck(tmp_path: Path) -> None:
+    from nfd.worker.agent import STUCK_PASS, Agent
+
+    w = make_worker("http://127.0.0.1:9", tmp_path)
+    agent = Agent(w, interval=3600)
+    assert agent.health() == (False, "scheduler not running")
+    agent.scheduler._started = True  # as after start(), without running passes
+    agent.scheduler._sched.start(paused=True)
+    try:
+        assert agent.health() == (True, "ok")
+        w.pass_started = time.monotonic() - STUCK_PASS - 1
+        ok, why = agent.health()
+        assert not ok and why.startswith("a pass has been running for")
+    finally:
+        agent.scheduler._sched.shutdown(wait=False)
+
+
+def test_status_server_answers_probes_while_a_client_holds_a_connection() -> None:
+    import http.client
+    import socket
+
+    from nfd.worker.metrics import StatusServer, WorkerMetrics
+
+    server = StatusServer(WorkerMetrics("n"), lambda: (True, "ok"), host="127.0.0.1", port=0)
+    server.start()
+    try:
+        idle = socket.create_connection(("127.0.0.1", server.port))  # says nothing
+        scraper = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+        scraper.request("GET", "/metrics")
+        assert scraper.getresponse().read().startswith(b"# HELP")
+        probe = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        probe.request("GET", "/healthz")
+        assert probe.getresponse().read() == b"ok\n"
+        idle.close()
+    finally:
+        server.stop()
