@@ -10,12 +10,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fixtures import FixtureHost  # noqa: E402
-from kubelet_standin import KubeletStandIn, short_tmpdir  # noqa: E402
+from fixtures import FixtureHost
+from kubelet_standin import KubeletStandIn, short_tmpdir
 
-from nfd.deviceplugin.config import parse_config  # noqa: E402
-from nfd.deviceplugin.inventory import build_states  # noqa: E402
-from nfd.deviceplugin.manager import Manager  # noqa: E402
+from nfd.deviceplugin.config import parse_config
+from nfd.deviceplugin.inventory import build_states
+from nfd.deviceplugin.manager import Manager
 
 
 @pytest.fixture

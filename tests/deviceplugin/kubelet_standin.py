@@ -96,7 +96,9 @@ class PluginClient:
         return self.stub.GetDevicePluginOptions(pb.Empty(), timeout=5)
 
     def allocate(self, *containers: list[str]) -> pb.AllocateResponse:
-        req = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=c) for c in containers])
+        req = pb.AllocateRequest(
+            container_requests=[pb.ContainerAllocateRequest(devices_ids=c) for c in containers]
+        )
         return self.stub.Allocate(req, timeout=5)
 
     def preferred(self, available: list[str], must: list[str], size: int) -> list[str]:
@@ -134,7 +136,9 @@ class Watch:
         except grpc.RpcError:
             pass
 
-    def until(self, pred: Callable[[dict[str, str]], bool], timeout: float = 5.0) -> tuple[float, dict[str, str]]:
+    def until(
+        self, pred: Callable[[dict[str, str]], bool], timeout: float = 5.0
+    ) -> tuple[float, dict[str, str]]:
         """The first snapshot (from now on) satisfying ``pred``."""
         deadline = time.monotonic() + timeout
         while True:

@@ -11,7 +11,11 @@ import grpc
 import pytest
 from kubelet_standin import KubeletStandIn, wait_for
 
-FPGA = {"name": "example.com/fpga", "pci": {"vendor": "1172"}, "deviceNodes": ["/dev/vfio/{iommu_group}", "/dev/vfio/vfio"]}
+FPGA = {
+    "name": "example.com/fpga",
+    "pci": {"vendor": "1172"},
+    "deviceNodes": ["/dev/vfio/{iommu_group}", "/dev/vfio/vfio"],
+}
 
 
 def test_register_then_list(start_plugin, kubelet: KubeletStandIn, plugin_dir: Path) -> None:
@@ -36,7 +40,17 @@ def test_register_then_list(start_plugin, kubelet: KubeletStandIn, plugin_dir: P
 
 
 def test_no_numa_means_empty_topology(start_plugin, kubelet: KubeletStandIn) -> None:
-    start_plugin({"resources": [{"name": "example.com/vga", "pci": {"class": "03"}, "deviceNodes": ["/dev/vfio/{iommu_group}"]}]})
+    start_plugin(
+        {
+            "resources": [
+                {
+                    "name": "example.com/vga",
+                    "pci": {"class": "03"},
+                    "deviceNodes": ["/dev/vfio/{iommu_group}"],
+                }
+            ]
+        }
+    )
     req = kubelet.registered()
     with kubelet.client(req.endpoint) as c:
         w = c.watch()
@@ -47,7 +61,11 @@ def test_no_numa_means_empty_topology(start_plugin, kubelet: KubeletStandIn) -> 
 
 
 def test_allocate_nodes_env_mounts(start_plugin, kubelet: KubeletStandIn) -> None:
-    res = {**FPGA, "mounts": [{"hostPath": "/opt/fpga/{address}", "containerPath": "/opt/fpga"}], "env": {"FPGA_GROUPS": "{iommu_group}", "MODE": "fast"}}
+    res = {
+        **FPGA,
+        "mounts": [{"hostPath": "/opt/fpga/{address}", "containerPath": "/opt/fpga"}],
+        "env": {"FPGA_GROUPS": "{iommu_group}", "MODE": "fast"},
+    }
     start_plugin({"resources": [res]})
     req = kubelet.registered()
     with kubelet.client(req.endpoint) as c:
@@ -62,7 +80,9 @@ def test_allocate_nodes_env_mounts(start_plugin, kubelet: KubeletStandIn) -> Non
         ("/dev/vfio/13", "/dev/vfio/13", "rwm"),
     ]
     # Two devices want the same container path: the first one wins, no duplicate mount.
-    assert [(m.host_path, m.container_path, m.read_only) for m in first.mounts] == [("/opt/fpga/0000:3b:00.0", "/opt/fpga", True)]
+    assert [(m.host_path, m.container_path, m.read_only) for m in first.mounts] == [
+        ("/opt/fpga/0000:3b:00.0", "/opt/fpga", True)
+    ]
     assert second.envs["PCIDEVICE_EXAMPLE_COM_FPGA"] == "0000:af:00.0"
     assert [d.host_path for d in second.devices] == ["/dev/vfio/40", "/dev/vfio/vfio"]
     assert not first.cdi_devices
@@ -77,7 +97,9 @@ def test_allocate_unknown_ids_is_invalid_argument(start_plugin, kubelet: Kubelet
     assert "nope" in e.value.details() and "0000:99:00.0" in e.value.details()
 
 
-def test_allocate_unhealthy_is_failed_precondition_and_updates_stream(start_plugin, kubelet: KubeletStandIn, fx) -> None:
+def test_allocate_unhealthy_is_failed_precondition_and_updates_stream(
+    start_plugin, kubelet: KubeletStandIn, fx
+) -> None:
     # A slow poll: the failing Allocate itself must notice and tell ListAndWatch.
     start_plugin({"resources": [FPGA]})
     req = kubelet.registered()
@@ -96,12 +118,19 @@ def test_allocate_unhealthy_is_failed_precondition_and_updates_stream(start_plug
 
 
 def test_cdi_names_and_spec_file(start_plugin, kubelet: KubeletStandIn, tmp_path: Path) -> None:
-    res = {**FPGA, "cdi": True, "mounts": [{"hostPath": "/opt/fw", "containerPath": "/fw", "readOnly": False}]}
+    res = {
+        **FPGA,
+        "cdi": True,
+        "mounts": [{"hostPath": "/opt/fw", "containerPath": "/fw", "readOnly": False}],
+    }
     start_plugin({"resources": [res]})
     req = kubelet.registered()
     with kubelet.client(req.endpoint) as c:
         resp = c.allocate(["0000:af:00.0", "0000:3b:00.0"]).container_responses[0]
-    assert [d.name for d in resp.cdi_devices] == ["example.com/fpga=0000:af:00.0", "example.com/fpga=0000:3b:00.0"]
+    assert [d.name for d in resp.cdi_devices] == [
+        "example.com/fpga=0000:af:00.0",
+        "example.com/fpga=0000:3b:00.0",
+    ]
     assert not resp.devices and not resp.mounts  # they travel in the spec
     assert resp.envs["PCIDEVICE_EXAMPLE_COM_FPGA"] == "0000:af:00.0,0000:3b:00.0"
 
@@ -119,9 +148,11 @@ def test_cdi_names_and_spec_file(start_plugin, kubelet: KubeletStandIn, tmp_path
         {"path": "/dev/vfio/40", "hostPath": "/dev/vfio/40", "permissions": "rwm"},
         {"path": "/dev/vfio/vfio", "hostPath": "/dev/vfio/vfio", "permissions": "rwm"},
     ]
-    assert edits["mounts"] == [{"hostPath": "/opt/fw", "containerPath": "/fw", "options": ["rw", "nosuid", "nodev", "bind"]}]
+    assert edits["mounts"] == [
+        {"hostPath": "/opt/fw", "containerPath": "/fw", "options": ["rw", "nosuid", "nodev", "bind"]}
+    ]
     for name in by_name:
-        assert f"example.com/fpga={name}" .count("=") == 1
+        assert f"example.com/fpga={name}".count("=") == 1
 
 
 def test_replicas_share_a_device(start_plugin, kubelet: KubeletStandIn) -> None:
@@ -148,7 +179,10 @@ def test_preferred_allocation_numa(start_plugin, kubelet: KubeletStandIn) -> Non
         assert c.preferred(all_ids, ["0000:b0:00.0"], 2) == ["0000:b0:00.0", "0000:af:00.0"]
         assert c.preferred(all_ids, [], 2) == ["0000:3b:00.0", "0000:3c:00.0"]
         # Node 0 has only one left: both from node 1.
-        assert c.preferred(["0000:3c:00.0", "0000:af:00.0", "0000:b0:00.0"], [], 2) == ["0000:af:00.0", "0000:b0:00.0"]
+        assert c.preferred(["0000:3c:00.0", "0000:af:00.0", "0000:b0:00.0"], [], 2) == [
+            "0000:af:00.0",
+            "0000:b0:00.0",
+        ]
         got = c.preferred(all_ids, [], 3)
         assert len(got) == 3 and len(set(got)) == 3
 
@@ -193,7 +227,9 @@ def test_device_node_glob_gone_and_back(start_plugin, kubelet: KubeletStandIn, f
         _, snap = w.until(lambda s: bool(s))
         assert sorted(snap) == ["ttyS0", "ttyS1", "ttyS2"]
         resp = c.allocate(["ttyS1"]).container_responses[0]
-        assert [(d.host_path, d.container_path, d.permissions) for d in resp.devices] == [("/dev/ttyS1", "/dev/ttyS1", "rwm")]
+        assert [(d.host_path, d.container_path, d.permissions) for d in resp.devices] == [
+            ("/dev/ttyS1", "/dev/ttyS1", "rwm")
+        ]
         (fx.root / "dev/ttyS1").unlink()
         w.until(lambda s: s.get("ttyS1") == "Unhealthy")
         fx.touch("dev/ttyS1")
@@ -202,7 +238,9 @@ def test_device_node_glob_gone_and_back(start_plugin, kubelet: KubeletStandIn, f
 
 
 def test_usb_replug_follows_new_device_number(start_plugin, kubelet: KubeletStandIn, fx) -> None:
-    start_plugin({"resources": [{"name": "example.com/serial", "usb": {"vendor": "0403", "product": "6001"}}]})
+    start_plugin(
+        {"resources": [{"name": "example.com/serial", "usb": {"vendor": "0403", "product": "6001"}}]}
+    )
     req = kubelet.registered()
     with kubelet.client(req.endpoint) as c:
         w = c.watch()
@@ -269,7 +307,9 @@ def test_registration_refused_stops_only_that_resource(start_plugin, plugin_dir:
         assert m.served_resources() == ["example.com/tty"]
         assert wait_for(lambda: not (plugin_dir / "nfd-example.com_fpga.sock").exists())
         assert (plugin_dir / "nfd-example.com_tty.sock").is_socket()
-        assert any("rejected" in r.getMessage() and "example.com/fpga" in r.getMessage() for r in caplog.records)
+        assert any(
+            "rejected" in r.getMessage() and "example.com/fpga" in r.getMessage() for r in caplog.records
+        )
     finally:
         k.stop()
 
