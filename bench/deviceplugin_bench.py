@@ -37,7 +37,6 @@ from nfd.deviceplugin.config import parse_config  # noqa: E402
 from nfd.deviceplugin.inventory import build_states  # noqa: E402
 
 
-
 def pct(xs: list[float], p: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
@@ -99,7 +98,9 @@ def main() -> int:
                 lat.append(time.perf_counter() - t0)
             p50, p99 = pct(lat, 50), pct(lat, 99)
             ok &= p99 <= 0.002
-            print(f"Allocate latency through the socket ({args.allocs} calls): p50 {ms(p50)}  p99 {ms(p99)}  max {ms(max(lat))}  (target p99 <= 2 ms)")
+            print(
+                f"Allocate latency through the socket ({args.allocs} calls): p50 {ms(p50)}  p99 {ms(p99)}  max {ms(max(lat))}  (target p99 <= 2 ms)"
+            )
 
             w = c.watch()
             w.until(lambda s: s.get("0000:af:00.0") == "Healthy")
@@ -144,7 +145,9 @@ def main() -> int:
         kubelet.stop()
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(plugin_dir, ignore_errors=True)
-    print(f"load average during the run: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    print(
+        f"load average during the run: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs"
+    )
     print("all targets met" if ok else "SOME TARGETS MISSED")
     return 0 if ok else 1
 
