@@ -322,3 +322,20 @@ def test_own_socket_deleted_is_served_again(start_plugin, kubelet: KubeletStandI
     assert kubelet.registered().resource_name == "example.com/fpga"
     assert sock.is_socket()
     assert wait_for(lambda: m.registrations("example.com/fpga") == 2)
+
+
+def test_kubelet_not_answering_is_retried(start_plugin, plugin_dir: Path, caplog) -> None:
+    import logging
+
+    caplog.set_level(logging.INFO, logger="nfd.deviceplugin")
+    (plugin_dir / "kubelet.sock").write_text("")  # a stale file nobody listens on
+    m = start_plugin({"resources": [FPGA]})
+    assert wait_for(lambda: sum("retry in" in r.getMessage() for r in caplog.records) >= 2)
+    assert m.registrations("example.com/fpga") == 0 and not m.rejected()
+    (plugin_dir / "kubelet.sock").unlink()
+    k = KubeletStandIn(plugin_dir)
+    k.start()
+    try:
+        assert k.registered().resource_name == "example.com/fpga"
+    finally:
+        k.stop()
