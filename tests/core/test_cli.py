@@ -1,0 +1,42 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def nfd(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nfd", *args], capture_output=True, text=True, timeout=60, cwd=cwd
+    )
+
+
+def one_line_error(p: subprocess.CompletedProcess[str], code: int, needle: str) -> None:
+    assert p.returncode == code, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert needle in lines[0]
+    assert "Traceback" not in p.stderr
+
+
+def test_missing_host_root(tmp_path: Path) -> None:
+    one_line_error(nfd("discover", "--host-root", str(tmp_path / "nope")), 2, "--host-root")
+
+
+def test_missing_config(tmp_path: Path) -> None:
+    one_line_error(nfd("discover", "--config", str(tmp_path / "nope.conf")), 2, "nope.conf")
+
+
+def test_unknown_source() -> None:
+    one_line_error(nfd("discover", "--sources", "cpu,warp"), 2, "unknown feature source 'warp'")
+
+
+def test_unknown_flag() -> None:
+    one_line_error(nfd("discover", "--frobnicate"), 2, "unrecognized arguments")
+
+
+def test_empty_host_tree_gives_no_error(tmp_path: Path) -> None:
+    p = nfd("discover", "--host-root", str(tmp_path), "-o", "json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert set(doc) == {"labels", "features"}
+    assert set(doc["features"]) == {"flags", "attributes", "instances"}

@@ -1,0 +1,87 @@
+from decimal import Decimal
+
+import pytest
+
+from nfd.policy import (
+    Policy,
+    check_extended_resource,
+    check_label,
+    check_taint,
+    filter_labels,
+    parse_quantity,
+    qualify,
+)
+
+
+def test_unprefixed_names_get_the_feature_namespace() -> None:
+    assert qualify("cpu-cpuid.AVX") == "feature.node.kubernetes.io/cpu-cpuid.AVX"
+    assert qualify("vendor.io/x") == "vendor.io/x"
+
+
+@pytest.mark.parametrize(
+    ("name", "allowed"),
+    [
+        ("feature.node.kubernetes.io/a", True),
+        ("sub.feature.node.kubernetes.io/a", True),
+        ("profile.node.kubernetes.io/a", True),
+        ("kubernetes.io/a", False),
+        ("node.kubernetes.io/a", False),
+        ("k8s.io/a", False),
+        ("x.k8s.io/a", False),
+        ("nvidia.com/gpu.count", True),
+        ("intel.feature.node.kubernetes.io/gpu", True),
+    ],
+)
+def test_default_namespace_policy(name: str, allowed: bool) -> None:
+    assert (check_label(name, "true") is None) is allowed
+
+
+def test_extra_and_deny() -> None:
+    p = Policy.build(extra_label_ns=["k8s.io"], deny_label_ns=["*.evil.com,bad.org"])
+    assert check_label("k8s.io/a", "1", p) is None
+    assert check_label("x.evil.com/a", "1", p) is not None
+    assert check_label("bad.org/a", "1", p) is not None
+    assert check_label("good.org/a", "1", p) is None
+
+
+def test_whitelist_is_a_search_on_the_name_part() -> None:
+    p = Policy.build(label_whitelist="cpuid")
+    accepted, rejected = filter_labels({"cpu-cpuid.AVX": "true", "kernel-version.major": "6"}, p)
+    assert accepted == {"feature.node.kubernetes.io/cpu-cpuid.AVX": "true"}
+    assert "does not match the label whitelist" in rejected["feature.node.kubernetes.io/kernel-version.major"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("a/b/c", "1"), ("-bad", "1"), ("x" * 64, "1"), ("ok", "x" * 64), ("ok", "bad value"), ("UP.case/x", "1")],
+)
+def test_invalid_names_and_values_are_rejected(name: str, value: str) -> None:
+    assert check_label(qualify(name), value) is not None
+
+
+def test_bad_whitelist_regex() -> None:
+    with pytest.raises(ValueError, match="not a valid regex"):
+        Policy.build(label_whitelist="(")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("4", 4), ("100m", Decimal("0.1")), ("1Gi", 2**30), ("1e3", 1000), ("1.5k", 1500), ("+2", 2)],
+)
+def test_quantities(text: str, value: object) -> None:
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "1.2.3", "abc", "1Gb", " 1", "1 "])
+def test_bad_quantities(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_quantity(text)
+
+
+def test_extended_resources_and_taints() -> None:
+    assert check_extended_resource("sgx.intel.com/epc", "8Gi") is None
+    assert "not a valid quantity" in (check_extended_resource("vendor.io/x", "lots") or "")
+    assert "disabled" in (check_taint("vendor.io/t", "v", "NoSchedule") or "")
+    on = Policy.build(enable_taints=True)
+    assert check_taint("vendor.io/t", "v", "NoSchedule", on) is None
+    assert "effect" in (check_taint("vendor.io/t", "v", "Sometimes", on) or "")
