@@ -91,13 +91,13 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--poll-interval must be positive")
     host = HostRoot.under(args.host_root) if args.host_root else HostRoot.from_env()
     states, warnings = build_states(config.resources, features=_features(args, host), host=host)
-    for w in warnings:
-        log.warning("%s", w)
     if args.check:
         for w in warnings:
             print(f"warning: {w}", file=sys.stderr)
         _print_check(states)
         return 0
+    for w in warnings:
+        log.warning("%s", w)
 
     from nfd.deviceplugin.manager import Manager, socket_path_error
 

@@ -109,6 +109,15 @@ class Manager:
             t.plugin.stop()
         for s in self.states:
             s.close()
+        # Kinds holding resources (an NVML handle, an event thread) may offer close().
+        kinds = {id(s.res.kind): s.res.kind for s in self.states}
+        for kind in kinds.values():
+            close = getattr(kind, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception as e:  # shutting down: log and go on
+                    log.warning("closing device kind %s: %s: %s", kind.name, type(e).__name__, e)
         self._done.set()
 
     def wait(self, timeout: float | None = None) -> bool:

@@ -339,3 +339,45 @@ def test_kubelet_not_answering_is_retried(start_plugin, plugin_dir: Path, caplog
         assert k.registered().resource_name == "example.com/fpga"
     finally:
         k.stop()
+
+
+def test_iommu_group_from_sysfs_when_features_lack_it(
+    fx, plugin_dir: Path, kubelet: KubeletStandIn, tmp_path: Path
+) -> None:
+    from nfd.deviceplugin.config import parse_config
+    from nfd.deviceplugin.inventory import build_states
+
+    feats = fx.features()
+    for inst in feats.instances["pci.device"]:
+        del inst["iommu_group"]
+    (fx.root / "sys/kernel/iommu_groups/77").mkdir(parents=True)
+    os.symlink("../../../../kernel/iommu_groups/77", fx.root / "sys/bus/pci/devices/0000:3b:00.0/iommu_group")
+    fx.touch("dev/vfio/77")
+    cfg = parse_config({"resources": [FPGA]})
+    states, _ = build_states(cfg.resources, features=feats, host=fx.host)
+    edits = states[0].allocate(["0000:3b:00.0"])
+    assert [d.host_path for d in edits.devices] == ["/dev/vfio/77", "/dev/vfio/vfio"]
+
+
+def test_kind_close_called_on_stop(fx, plugin_dir: Path) -> None:
+    from nfd.deviceplugin.config import parse_config
+    from nfd.deviceplugin.inventory import build_states
+    from nfd.deviceplugin.kinds import default_kinds
+    from nfd.deviceplugin.kinds.devnode import DevNodeKind
+    from nfd.deviceplugin.manager import Manager
+
+    class ClosingKind(DevNodeKind):
+        name = "closing"
+        closed = 0
+
+        def close(self) -> None:
+            ClosingKind.closed += 1
+
+    kinds = default_kinds().with_kind(ClosingKind())
+    cfg = parse_config({"resources": [{"name": "example.com/t", "closing": "/dev/ttyS0"}]}, kinds)
+    states, _ = build_states(cfg.resources, features=fx.features(), host=fx.host)
+    m = Manager(states, plugin_dir=str(plugin_dir), use_udev=False)
+    m.start()
+    assert m.served_resources() == ["example.com/t"]
+    m.stop()
+    assert ClosingKind.closed == 1
