@@ -81,6 +81,7 @@ class Manager:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._done = threading.Event()
+        self._stopped = False
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------
@@ -101,6 +102,11 @@ class Manager:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop serving and remove our sockets (CDI specs stay). Safe to call twice."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)

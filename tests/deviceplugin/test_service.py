@@ -381,3 +381,33 @@ def test_kind_close_called_on_stop(fx, plugin_dir: Path) -> None:
     assert m.served_resources() == ["example.com/t"]
     m.stop()
     assert ClosingKind.closed == 1
+
+
+def test_usb_replug_rewrites_cdi_spec(start_plugin, kubelet: KubeletStandIn, fx, tmp_path: Path) -> None:
+    start_plugin({"resources": [{"name": "example.com/serial", "usb": {"product": "6001"}, "cdi": True}]})
+    kubelet.registered()
+    spec = tmp_path / "cdi/nfd-example.com-serial.json"
+
+    def node_of_port() -> str:
+        devs = {d["name"]: d for d in json.loads(spec.read_text())["devices"]}
+        return devs["1-1.2"]["containerEdits"]["deviceNodes"][0]["hostPath"]
+
+    assert node_of_port() == "/dev/bus/usb/001/005"
+    shutil.rmtree(fx.root / "sys/bus/usb/devices/1-1.2")
+    fx.add_usb("1-1.2", "1", "12")
+    assert wait_for(lambda: node_of_port() == "/dev/bus/usb/001/012")
+
+
+def test_long_device_ids_are_shortened(fx, plugin_dir: Path) -> None:
+    from nfd.deviceplugin.config import parse_config
+    from nfd.deviceplugin.inventory import build_states
+
+    long_name = "dev/" + "x" * 80
+    fx.touch(long_name)
+    cfg = parse_config({"resources": [{"name": "example.com/l", "devnode": "/dev/xxxx*", "replicas": 12}]})
+    states, _ = build_states(cfg.resources, features=fx.features(), host=fx.host)
+    ids = [sid for sid, _ in states[0].slots]
+    assert len(ids) == 12 and len(set(ids)) == 12
+    assert all(len(i) <= 63 for i in ids)
+    assert ids[11].endswith("::11") and ids[0].startswith("xxxx")
+    assert [d.host_path for d in states[0].allocate([ids[3]]).devices] == ["/" + long_name]
