@@ -19,5 +19,12 @@ def served_resources(config: PluginConfig | str | Path, *, features: Features, h
     from nfd.deviceplugin.inventory import build_states
 
     cfg = config if isinstance(config, PluginConfig) else load_config(config)
-    states, _warnings = build_states(cfg.resources, features=features, host=host)
-    return sorted(s.name for s in states if s.slots)
+    try:
+        states, _warnings = build_states(cfg.resources, features=features, host=host)
+        return sorted(s.name for s in states if s.slots)
+    finally:
+        # Kinds may have opened something to look (an NVML handle): let them go.
+        for kind in {id(r.kind): r.kind for r in cfg.resources}.values():
+            close = getattr(kind, "close", None)
+            if callable(close):
+                close()
