@@ -9,6 +9,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from cdi_check import problems as cdi_problems
 from kubelet_standin import KubeletStandIn, wait_for
 
 FPGA = {
@@ -137,6 +138,7 @@ def test_cdi_names_and_spec_file(start_plugin, kubelet: KubeletStandIn, tmp_path
     files = sorted((tmp_path / "cdi").iterdir())
     assert [f.name for f in files] == ["nfd-example.com-fpga.json"]  # no temp file left behind
     spec = json.loads(files[0].read_text())
+    assert cdi_problems(spec) == []
     assert set(spec) == {"cdiVersion", "kind", "devices"}
     assert spec["cdiVersion"] == "1.0.0" and spec["kind"] == "example.com/fpga"
     by_name = {d["name"]: d for d in spec["devices"]}
@@ -393,6 +395,7 @@ def test_usb_replug_rewrites_cdi_spec(start_plugin, kubelet: KubeletStandIn, fx,
         return devs["1-1.2"]["containerEdits"]["deviceNodes"][0]["hostPath"]
 
     assert node_of_port() == "/dev/bus/usb/001/005"
+    assert cdi_problems(json.loads(spec.read_text())) == []
     shutil.rmtree(fx.root / "sys/bus/usb/devices/1-1.2")
     fx.add_usb("1-1.2", "1", "12")
     assert wait_for(lambda: node_of_port() == "/dev/bus/usb/001/012")
