@@ -49,6 +49,8 @@ class _Track:
     backoff: float = BACKOFF_FIRST
     rejected: str | None = None
     registrations: int = 0
+    next_serve: float = 0.0
+    serve_backoff: float = BACKOFF_FIRST
 
 
 def socket_path_error(plugin_dir: str, resources: Sequence[str]) -> str | None:
@@ -181,9 +183,18 @@ class Manager:
                 continue
             p = t.plugin
             if not p.serving():
+                if now < t.next_serve:
+                    continue
                 log.info("%s: socket %s gone (kubelet restarted?); serving again", p.name, p.socket)
-                p.serve()
                 t.registered_ino = None
+                try:
+                    p.serve()
+                    t.serve_backoff = BACKOFF_FIRST
+                except OSError as e:  # the directory went away, say: retry, quietly growing
+                    log.error("%s: %s; retry in %.1f s", p.name, e, t.serve_backoff)
+                    t.next_serve = now + t.serve_backoff
+                    t.serve_backoff = min(t.serve_backoff * 2, BACKOFF_MAX)
+                    continue
             if kubelet_ino is None or t.registered_ino == kubelet_ino:
                 continue
             if kubelet_ino != t.tried_ino:  # a new kubelet: try now, fresh backoff

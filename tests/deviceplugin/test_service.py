@@ -414,3 +414,15 @@ def test_long_device_ids_are_shortened(fx, plugin_dir: Path) -> None:
     assert all(len(i) <= 63 for i in ids)
     assert ids[11].endswith("::11") and ids[0].startswith("xxxx")
     assert [d.host_path for d in states[0].allocate([ids[3]]).devices] == ["/" + long_name]
+
+
+def test_plugin_dir_gone_and_back(start_plugin, kubelet: KubeletStandIn, plugin_dir: Path, caplog) -> None:
+    m = start_plugin({"resources": [FPGA]})
+    kubelet.registered()
+    kubelet.stop()
+    shutil.rmtree(plugin_dir)
+    assert wait_for(lambda: any("cannot listen" in r.getMessage() for r in caplog.records))
+    plugin_dir.mkdir()
+    kubelet.start()
+    assert kubelet.registered().resource_name == "example.com/fpga"
+    assert wait_for(lambda: m.registrations("example.com/fpga") == 2)
