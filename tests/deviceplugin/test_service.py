@@ -274,6 +274,7 @@ def test_kubelet_restart_reregisters(start_plugin, kubelet: KubeletStandIn, plug
     m = start_plugin({"resources": [FPGA, {"name": "example.com/tty", "devnode": "/dev/ttyS*"}]})
     first = {kubelet.registered().resource_name, kubelet.registered().resource_name}
     assert first == {"example.com/fpga", "example.com/tty"}
+    assert wait_for(lambda: m.registrations("example.com/fpga") == m.registrations("example.com/tty") == 1)
     old = os.stat(plugin_dir / "nfd-example.com_fpga.sock")
     kubelet.restart()  # deletes every socket, new kubelet.sock
     again = {kubelet.registered().resource_name, kubelet.registered().resource_name}
@@ -419,6 +420,7 @@ def test_long_device_ids_are_shortened(fx, plugin_dir: Path) -> None:
 def test_plugin_dir_gone_and_back(start_plugin, kubelet: KubeletStandIn, plugin_dir: Path, caplog) -> None:
     m = start_plugin({"resources": [FPGA]})
     kubelet.registered()
+    assert wait_for(lambda: m.registrations("example.com/fpga") == 1)  # the answer arrived too
     kubelet.stop()
     shutil.rmtree(plugin_dir)
     assert wait_for(lambda: any("cannot listen" in r.getMessage() for r in caplog.records))
