@@ -254,7 +254,7 @@ def crd_schema() -> dict[str, Any]:
 
 
 def rule_files() -> list[Path]:
-    return sorted((REPO / "tests/fixtures/rules").glob("*.yaml"))
+    return sorted((REPO / "tests/fixtures/rules").glob("*/*.yaml"))
 
 
 # Two documentation snippets use the shorthand of the worker config's custom rules
