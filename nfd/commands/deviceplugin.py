@@ -99,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--poll-interval must be positive")
     host = HostRoot.under(args.host_root) if args.host_root else HostRoot.from_env()
     states, warnings = build_states(config.resources, features=_features(args, host), host=host)
+    if not config.resources:
+        warnings.append(f"{args.config} declares no resources; nothing to serve")
     if args.check:
         for w in warnings:
             print(f"warning: {w}", file=sys.stderr)

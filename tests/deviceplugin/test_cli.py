@@ -189,3 +189,10 @@ def test_bad_features_file(tmp_path: Path) -> None:
     )
     assert p.returncode == 2 and "--features" in p.stderr and "not JSON" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_no_resources_is_a_warning(setup: tuple[Path, list[str]]) -> None:
+    cfg, extra = setup
+    p = nfd("device-plugin", "--config", write(cfg, "resources: []\n"), "--check", *extra)
+    assert p.returncode == 0
+    assert "declares no resources; nothing to serve" in p.stderr and p.stdout == ""
