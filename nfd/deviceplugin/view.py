@@ -13,6 +13,13 @@ from nfd.features import Features
 from nfd.hostroot import HostRoot
 
 
+def declared_resources(config: PluginConfig | str | Path) -> list[str]:
+    """Sorted names of every resource the config declares, without looking at devices
+    (cheap; validated like the plugin does, so a bad config raises ConfigError)."""
+    cfg = config if isinstance(config, PluginConfig) else load_config(config)
+    return sorted(r.name for r in cfg.resources)
+
+
 def served_resources(config: PluginConfig | str | Path, *, features: Features, host: HostRoot) -> list[str]:
     """Sorted names of the resources that have devices here. ``config`` may be a path;
     a bad config raises :class:`nfd.deviceplugin.model.ConfigError`."""
