@@ -7,7 +7,7 @@ import yaml
 from cdi_check import problems as cdi_problems
 from fixtures import FixtureHost
 
-from nfd.deviceplugin import declared_resources, served_resources
+from nfd.deviceplugin import served_resources
 from nfd.deviceplugin.cdi import write_spec
 from nfd.deviceplugin.config import parse_config
 from nfd.deviceplugin.model import DeviceNode, FoundDevice
