@@ -7,7 +7,7 @@ import yaml
 from cdi_check import problems as cdi_problems
 from fixtures import FixtureHost
 
-from nfd.deviceplugin import served_resources
+from nfd.deviceplugin import declared_resources, served_resources
 from nfd.deviceplugin.cdi import write_spec
 from nfd.deviceplugin.config import parse_config
 from nfd.deviceplugin.model import DeviceNode, FoundDevice
@@ -31,6 +31,7 @@ def test_served_resources_are_those_with_devices(fx: FixtureHost, tmp_path: Path
         "example.com/fpga",
         "example.com/tty",
     ]
+    assert declared_resources(path) == ["example.com/absent", "example.com/fpga", "example.com/tty"]
 
 
 def test_cdi_checker_catches_what_loaders_refuse() -> None:
