@@ -74,7 +74,8 @@ def test_annotations_are_not_resolved_dynamically() -> None:
         ("kubernetes.io", False, False),
         ("node.kubernetes.io", False, False),
         ("nfd.node.kubernetes.io", False, False),
-        ("k8s.io", True, True),
+        ("k8s.io", False, False),
+        ("sub.k8s.io", False, False),
         ("vendor.io", True, True),
     ],
 )
