@@ -50,7 +50,8 @@ def start_master(port: int, *extra: str, cpu: int | None = 0) -> subprocess.Pope
            "--host", "127.0.0.1", "--port", str(port), "--no-auth", *extra]  # fmt: skip
     if cpu is not None and hasattr(os, "sched_setaffinity"):
         cmd = ["taskset", "-c", str(cpu), *cmd]
-    p = subprocess.Popen(cmd, env=env(), stderr=subprocess.PIPE)
+    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"nfd-master-bench-{port}.log", "w")  # noqa: SIM115
+    p = subprocess.Popen(cmd, env=env(), stderr=log)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -58,7 +59,7 @@ def start_master(port: int, *extra: str, cpu: int | None = 0) -> subprocess.Pope
                 return p
         except OSError:
             if p.poll() is not None:
-                raise SystemExit(f"master exited: {p.stderr.read().decode() if p.stderr else ''}")
+                raise SystemExit(f"master exited; see {log.name}") from None
             time.sleep(0.05)
     raise SystemExit("master did not start")
 
@@ -269,16 +270,20 @@ def bench_labelling(n: int, qps: float, tmp: Path) -> None:
     try:
         template = features_template()
         names = [f"node-{i:05d}" for i in range(n)]
+        c0 = cpu_s(master.pid)
         t0 = time.monotonic()
         asyncio.run(put_all(port, names, template))
         t_put = time.monotonic() - t0
         while metric(port, "nfd_master_node_updates_total") < n:
             time.sleep(0.1)
         t_done = time.monotonic() - t0
+        used = cpu_s(master.pid) - c0
         labelled = ask("labelled")
         before = ask("counts")
-        print(f"{n:6d} nodes labelled in  {t_done:6.1f} s (all PUTs answered after {t_put:.1f} s; "
-              f"{labelled} Nodes carry labels; API requests {sum(before.values())}: {before})")  # fmt: skip
+        print(f"(master log: {Path(os.environ.get('TMPDIR', '/tmp')) / f'nfd-master-bench-{port}.log'})")
+        print(f"{n:6d} nodes labelled in  {t_done:6.1f} s wall, {used:.1f} s of master CPU (all PUTs answered "
+              f"after {t_put:.1f} s; {labelled} Nodes carry labels; API requests {sum(before.values())}: {before}; "
+              f"load average {os.getloadavg()[0]:.1f})")  # fmt: skip
         print(f"{n:6d} nodes: master RSS  {rss_mb(master.pid):6.0f} MB")
         asyncio.run(put_all(port, names, template))  # a steady-state round: nothing changed
         time.sleep(0.5)

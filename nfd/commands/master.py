@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         timeout_keep_alive=75,  # workers keep connections across their 60 s interval
         timeout_graceful_shutdown=10,
     )
-    server = uvicorn.Server(config)
+    server = _server_class()(config)
     try:
         server.run()  # handles SIGTERM/SIGINT: stops accepting, drains, runs the lifespan's end
     except OSError as e:
@@ -167,3 +167,21 @@ def run(args: argparse.Namespace) -> int:
     if not server.started:
         raise CliError(f"could not start on {srv.host}:{srv.port} (see the log above)", code=1)
     return 0
+
+
+def _server_class() -> type:
+    import signal
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """SIGTERM is how a Pod is stopped: after the graceful shutdown, exit 0 rather
+        than re-raise the signal (uvicorn's default, which reads as a crash)."""
+
+        def handle_exit(self, sig: int, frame: object) -> None:
+            super().handle_exit(sig, frame)  # type: ignore[arg-type]
+            captured = getattr(self, "_captured_signals", None)
+            if sig == signal.SIGTERM and isinstance(captured, list) and sig in captured:
+                captured.remove(sig)
+
+    return Server

@@ -54,7 +54,14 @@ def test_whitelist_is_a_search_on_the_name_part() -> None:
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("a/b/c", "1"), ("-bad", "1"), ("x" * 64, "1"), ("ok", "x" * 64), ("ok", "bad value"), ("UP.case/x", "1")],
+    [
+        ("a/b/c", "1"),
+        ("-bad", "1"),
+        ("x" * 64, "1"),
+        ("ok", "x" * 64),
+        ("ok", "bad value"),
+        ("UP.case/x", "1"),
+    ],
 )
 def test_invalid_names_and_values_are_rejected(name: str, value: str) -> None:
     assert check_label(qualify(name), value) is not None

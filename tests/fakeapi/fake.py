@@ -17,9 +17,10 @@ from __future__ import annotations
 import copy
 import json
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .resources import (
     ALL_TYPES,
@@ -30,8 +31,11 @@ from .resources import (
     ResourceType,
 )
 from .server import ServerCore
-from .tokens import TokenRegistry
+from .tokens import TokenRegistry, TokenUser
 
+ADMIN_TOKEN = "fake-admin-token"
+
+T = TypeVar("T")
 KUBELET_LABEL_PREFIXES = ("kubernetes.io/", "beta.kubernetes.io/", "node.kubernetes.io/")
 BASE_CAPACITY = {
     "cpu": "2",
@@ -119,7 +123,7 @@ class Objects:
         raise KeyError(f"the fake does not serve {plural!r}")
 
     def get(self, plural: str, name: str, namespace: str = "") -> dict[str, Any]:
-        return copy.deepcopy(self._store.get(self.type(plural), namespace, name).obj)
+        return json.loads(self._store.get(self.type(plural), namespace, name).raw)
 
     def exists(self, plural: str, name: str, namespace: str = "") -> bool:
         try:
@@ -130,12 +134,12 @@ class Objects:
 
     def list(self, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
         items, _ = self._store.list(self.type(plural), namespace)
-        return [copy.deepcopy(s.obj) for s in items]
+        return [json.loads(s.raw) for s in items]
 
     def create(self, plural: str, obj: dict[str, Any], namespace: str = "") -> dict[str, Any]:
         rt = self.type(plural)
         ns = namespace or (obj.get("metadata") or {}).get("namespace", "") if rt.namespaced else ""
-        return copy.deepcopy(self._store.create(rt, ns, obj).obj)
+        return json.loads(self._store.create(rt, ns, obj).raw)
 
     def modify(
         self,
@@ -197,6 +201,21 @@ class FakeApiServer(ServerCore):
         super().start()
         return self
 
+    def wait_for(self, predicate: Callable[[], T], *, timeout: float = 10.0, what: str = "condition") -> T:
+        """Wait until ``predicate()`` returns something truthy and return it. It is
+        re-evaluated on every store change and at least every 50 ms (so it may look at
+        the request log too). Raises TimeoutError naming ``what``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            rv = self.store.resource_version
+            value = predicate()
+            if value:
+                return value
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{what} not reached within {timeout} s")
+            self.store.wait_beyond(rv, min(remaining, 0.05))
+
     # -- clients ----------------------------------------------------------------------
 
     def configuration(self, token: str | None = None) -> Any:
@@ -215,9 +234,19 @@ class FakeApiServer(ServerCore):
 
         return client.ApiClient(self.configuration(token))
 
-    def write_kubeconfig(self, path: str | os.PathLike[str], *, token: str = "fake-admin-token") -> Path:
+    def admin_token(self) -> str:
+        """A token for a cluster administrator (``system:masters``), registered here."""
+        if self.tokens.lookup(ADMIN_TOKEN) is None:
+            self.tokens.add(
+                ADMIN_TOKEN, TokenUser("kubernetes-admin", groups=("system:masters", "system:authenticated"))
+            )
+        return ADMIN_TOKEN
+
+    def write_kubeconfig(self, path: str | os.PathLike[str], *, token: str | None = None) -> Path:
         """A kubeconfig for this server, for programs run as subprocesses
-        (``nfd master --kubeconfig PATH``). JSON is valid YAML, so no YAML writer needed."""
+        (``nfd master --kubeconfig PATH``); the admin token unless ``token`` is given.
+        JSON is valid YAML, so no YAML writer is needed."""
+        token = token or self.admin_token()
         out = Path(path)
         config = {
             "apiVersion": "v1",

@@ -36,14 +36,15 @@ class FaultRule:
     remaining: float = 1  # math.inf: every matching request
     hits: int = field(default=0)
 
-    def matches(self, method: str, path: str, verb: str, resource: str) -> bool:
+    def matches(self, method: str, path: str, verb: str, resource: str, subresource: str = "") -> bool:
         if self.method and self.method.upper() != method:
             return False
         if self.path is not None and not self.path.search(path):
             return False
         if self.verb and self.verb != verb:
             return False
-        return not (self.resource and self.resource != resource)
+        full = f"{resource}/{subresource}" if subresource else resource
+        return not (self.resource and self.resource not in (resource, full))
 
     def error(self) -> ApiError | None:
         if self.status is None:
@@ -85,8 +86,10 @@ class Faults:
         delay: float = 0.0,
     ) -> FaultRule:
         """The next ``times`` matching requests (all of them when None) get ``status``
-        (409, 422, 429, 500, 503, ...) with a Status body; 429 and 503 carry Retry-After
-        when ``retry_after`` is given (429 always does)."""
+        (409, 422, 429, 500, 503, ...) with a Status body. ``retry_after`` adds a
+        Retry-After header (429 always has one, 1 s unless given, as API priority and
+        fairness sends). Note that urllib3 under the kubernetes client retries GET, PUT
+        and DELETE answered 429/503 with Retry-After by itself (not PATCH or POST)."""
         rule = FaultRule(
             method=method,
             path=re.compile(path) if path else None,
@@ -149,13 +152,15 @@ class Faults:
         with self._lock:
             return self._down_mode if time.monotonic() < self._down_until else None
 
-    def take(self, method: str, path: str, verb: str, resource: str) -> tuple[float, ApiError | None]:
+    def take(
+        self, method: str, path: str, verb: str, resource: str, subresource: str = ""
+    ) -> tuple[float, ApiError | None]:
         """Consume the rules that match this request: the total delay to add, and the
         error to answer with (the first failing rule's), if any."""
         total_delay, error = 0.0, None
         with self._lock:
             for rule in list(self._rules):
-                if not rule.matches(method, path, verb, resource):
+                if not rule.matches(method, path, verb, resource, subresource):
                     continue
                 if error is not None and rule.status is not None:
                     continue  # one failure per request; later failing rules wait their turn

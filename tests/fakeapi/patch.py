@@ -1,8 +1,10 @@
 """The three patch formats the API server accepts for built-in objects.
 
 - JSON Patch (RFC 6902, ``application/json-patch+json``): applied as the API server's
-  library does: ``add`` needs the parent to exist, ``remove``/``replace`` need the target
-  to exist, a failed ``test`` fails the whole patch, ``~1``/``~0`` escape ``/``/``~``.
+  library (evanphx/json-patch v4) does: ``add`` needs the parent to exist, ``remove``
+  needs the target, ``replace`` of a missing object member sets it, ``test`` of a missing
+  member passes only for ``null``, a failed ``test`` fails the whole patch, ``~1``/``~0``
+  escape ``/``/``~``.
 - JSON Merge Patch (RFC 7386, ``application/merge-patch+json``).
 - Strategic merge patch (``application/strategic-merge-patch+json``): a merge patch that
   merges known lists by their merge key and honours the ``$patch`` directive on maps.
@@ -121,8 +123,8 @@ def _replace(doc: Any, path: str, value: Any) -> Any:
     parent = _parent(doc, tokens, path, "replace")
     last = tokens[-1]
     if isinstance(parent, dict):
-        if last not in parent:
-            raise PatchError(f"replace operation does not apply: doc is missing key: {path}: missing value")
+        # RFC 6902 wants the member to exist; the API server's JSON Patch library
+        # (evanphx/json-patch v4) sets it anyway, so a replace of a missing label works.
         parent[last] = value
     elif isinstance(parent, list):
         parent[_index(parent, last, allow_end=False, path=path)] = value
@@ -148,9 +150,16 @@ def parse_json_patch(body: Any) -> list[dict[str, Any]]:
     return body
 
 
-def apply_json_patch(doc: Any, ops: list[dict[str, Any]]) -> Any:
-    """RFC 6902. ``doc`` is copied first; any failing operation fails the whole patch."""
-    doc = copy.deepcopy(doc)
+def clone(doc: Any) -> Any:
+    """A deep copy of JSON data (several times faster than copy.deepcopy)."""
+    return json.loads(json.dumps(doc))
+
+
+def apply_json_patch(doc: Any, ops: list[dict[str, Any]], *, in_place: bool = False) -> Any:
+    """RFC 6902. ``doc`` is copied first unless ``in_place`` (the caller's own copy);
+    any failing operation fails the whole patch."""
+    if not in_place:
+        doc = clone(doc)
     for op in parse_json_patch(ops):
         kind, path = op["op"], op["path"]
         if kind == "add":
@@ -168,16 +177,29 @@ def apply_json_patch(doc: Any, ops: list[dict[str, Any]]) -> Any:
             value = copy.deepcopy(_get(doc, op["from"], "copy"))
             doc = _add(doc, path, value, "copy")
         else:  # test
-            try:
-                current = _get(doc, path, "test")
-            except PatchError:
-                current = _MISSING
-            if current is _MISSING or current != op["value"] or type(current) is not type(op["value"]):
+            tokens = _split_pointer(path)
+            parent = _parent(doc, tokens, path, "test") if tokens else None
+            if tokens and isinstance(parent, dict) and tokens[-1] not in parent:
+                # As the API server's library: a missing member "equals" null.
+                if op["value"] is None:
+                    continue
+                raise PatchError(f"testing value {path} failed: test failed")
+            if not json_equal(_get(doc, path, "test"), op["value"]):
                 raise PatchError(f"testing value {path} failed: test failed")
     return doc
 
 
-_MISSING = object()
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values: numbers by value (1 == 1.0), booleans only to booleans."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
 
 
 def apply_merge_patch(target: Any, patch: Any) -> Any:

@@ -24,6 +24,7 @@ class RequestRecord:
     status: int  # 0: the connection was dropped unanswered
     content_type: str
     duration: float
+    user: str = ""  # whom the bearer token stands for; "" without a known token
 
     @property
     def resource_path(self) -> str:

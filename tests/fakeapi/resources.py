@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,7 +16,9 @@ MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 
-Validator = Callable[[dict[str, Any]], None]
+# (new object, stored object or None): raises ApiError(422). Parts equal to the stored
+# object's passed validation before, so validators may skip them.
+Validator = Callable[[dict[str, Any], dict[str, Any] | None], None]
 
 
 @dataclass(frozen=True)
@@ -27,7 +31,12 @@ class ResourceType:
     subresources: frozenset[str] = frozenset()
     custom: bool = False  # a custom resource: no strategic merge, list items keep kind
     field_selectors: frozenset[str] = frozenset({"metadata.name"})
+    # Whether writes to the status subresource leave metadata (labels, annotations, ...)
+    # as stored. Nodes are the exception: their status strategy resets only spec.
+    status_keeps_meta: bool = True
     validate: Validator | None = field(default=None, compare=False)
+    # Rewrites fields into the form the API server stores them in (time formats).
+    normalize: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
 
     @property
     def api_version(self) -> str:
@@ -50,6 +59,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?\d+)?$")
 
 
+@functools.lru_cache(maxsize=65536)
 def _qualified_name_error(key: str) -> str | None:
     prefix, sep, name = key.rpartition("/")
     if sep and (not prefix or len(prefix) > 253 or not all(_DNS_LABEL.match(p) for p in prefix.split("."))):
@@ -66,6 +76,11 @@ def _qualified_name_error(key: str) -> str | None:
 def _label_value_error(value: Any) -> str | None:
     if not isinstance(value, str):
         return "must be a string"
+    return _label_string_error(value)
+
+
+@functools.lru_cache(maxsize=65536)
+def _label_string_error(value: str) -> str | None:
     if value == "":
         return None
     if len(value) > 63:
@@ -75,10 +90,14 @@ def _label_value_error(value: Any) -> str | None:
     return None
 
 
-def _meta_causes(obj: dict[str, Any]) -> list[tuple[str, str, str]]:
+def _meta_causes(obj: dict[str, Any], old: dict[str, Any] | None) -> list[tuple[str, str, str]]:
     meta = obj.get("metadata") or {}
+    old_meta = (old or {}).get("metadata") or {}
     causes: list[tuple[str, str, str]] = []
+    old_labels = old_meta.get("labels") or {}
     for key, value in (meta.get("labels") or {}).items():
+        if key in old_labels and old_labels[key] == value:
+            continue
         err = _qualified_name_error(key)
         if err:
             causes.append(("metadata.labels", key, err))
@@ -86,33 +105,40 @@ def _meta_causes(obj: dict[str, Any]) -> list[tuple[str, str, str]]:
         if err:
             causes.append(("metadata.labels", str(value), err))
     annotations = meta.get("annotations") or {}
+    old_annotations = old_meta.get("annotations") or {}
     size = 0
     for key, value in annotations.items():
+        size += len(key) + len(str(value))
+        if key in old_annotations and old_annotations[key] == value:
+            continue
         err = _qualified_name_error(key)
         if err:
             causes.append(("metadata.annotations", key, err))
         if not isinstance(value, str):
             causes.append(("metadata.annotations", str(value), "must be a string"))
-        size += len(key) + len(str(value))
     if size > 256 * 1024:
         causes.append(("metadata.annotations", "", "Too long: must have at most 262144 bytes"))
     return causes
 
 
 def _validate_meta(kind: str, group: str) -> Validator:
-    def check(obj: dict[str, Any]) -> None:
-        causes = _meta_causes(obj)
+    def check(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        causes = _meta_causes(obj, old)
         if causes:
             raise invalid(kind, group, obj["metadata"]["name"], causes)
 
     return check
 
 
-def _validate_node(obj: dict[str, Any]) -> None:
-    causes = _meta_causes(obj)
+def _validate_node(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    causes = _meta_causes(obj, old)
     status = obj.get("status") or {}
+    old_status = (old or {}).get("status") or {}
     for part in ("capacity", "allocatable"):
+        old_part = old_status.get(part) or {}
         for name, value in (status.get(part) or {}).items():
+            if name in old_part and old_part[name] == value:
+                continue
             err = _qualified_name_error(name)
             if err:
                 causes.append((f"status.{part}", name, err))
@@ -143,14 +169,34 @@ def _validate_node(obj: dict[str, Any]) -> None:
         raise invalid("Node", "", obj["metadata"]["name"], causes)
 
 
-def _validate_lease(obj: dict[str, Any]) -> None:
-    causes = _meta_causes(obj)
+def _validate_lease(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    causes = _meta_causes(obj, old)
     spec = obj.get("spec") or {}
     duration = spec.get("leaseDurationSeconds")
     if duration is not None and (not isinstance(duration, int) or duration <= 0):
         causes.append(("spec.leaseDurationSeconds", str(duration), "must be greater than 0"))
     if causes:
         raise invalid("Lease", "coordination.k8s.io", obj["metadata"]["name"], causes)
+
+
+def _micro_time(value: Any, field_path: str) -> str:
+    """A MicroTime as the API server writes it: UTC, microseconds, ``Z``."""
+    try:
+        parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        raise ApiError(
+            400, f'{field_path}: parsing time "{value}" as RFC3339 with microseconds failed'
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _normalize_lease(obj: dict[str, Any]) -> None:
+    spec = obj.get("spec") or {}
+    for key in ("acquireTime", "renewTime"):
+        if spec.get(key):
+            spec[key] = _micro_time(spec[key], f"spec.{key}")
 
 
 NFD_GROUP = "nfd.k8s-sigs.io"
@@ -163,6 +209,7 @@ NODES = ResourceType(
     namespaced=False,
     subresources=frozenset({"status"}),
     field_selectors=frozenset({"metadata.name", "spec.unschedulable"}),
+    status_keeps_meta=False,
     validate=_validate_node,
 )
 PODS = ResourceType(
@@ -183,6 +230,7 @@ LEASES = ResourceType(
     namespaced=True,
     field_selectors=frozenset({"metadata.name", "metadata.namespace"}),
     validate=_validate_lease,
+    normalize=_normalize_lease,
 )
 NODE_FEATURE_RULES = ResourceType(
     NFD_GROUP,

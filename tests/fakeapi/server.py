@@ -41,6 +41,9 @@ VERSION_INFO = {
     "platform": "linux/amd64",
 }
 TOKEN_REVIEW_API = "authentication.k8s.io/v1"
+MAX_JSON_PATCH_OPS = 10000
+# Paths anyone may read (the system:public-info-viewer role).
+_PUBLIC = frozenset({"version", "healthz", "readyz", "livez"})
 
 
 class _Route:
@@ -132,9 +135,61 @@ def _decode_continue(token: str) -> tuple[str, str]:
         raise bad_request(f"continue key is not valid: {token}") from None
 
 
+class _Headers(dict[str, str]):
+    """Request headers by lower-cased name (what the handler needs of email.Message,
+    without its parsing cost)."""
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        return dict.get(self, key.lower(), default)
+
+    def __getitem__(self, key: str) -> str:
+        return dict.__getitem__(self, key.lower())
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and dict.__contains__(self, key.lower())
+
+
+_MAX_HEADERS = 100
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+
+    def parse_request(self) -> bool:
+        """The request line and headers, parsed directly (http.server's email-based
+        parser costs more than everything else the fake does for a GET)."""
+        line = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        self.requestline = line
+        parts = line.split()
+        if len(parts) != 3 or parts[2] not in ("HTTP/1.1", "HTTP/1.0"):
+            self.request_version = "HTTP/1.0"  # answer with a status line, then close
+            self.close_connection = True
+            self.send_error(HTTPStatus.BAD_REQUEST, f"Bad request line {line!r}")
+            return False
+        self.command, self.path, self.request_version = parts
+        headers = _Headers()
+        for _ in range(_MAX_HEADERS + 1):
+            raw = self.rfile.readline(65537)
+            if len(raw) > 65536:
+                self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Header line too long")
+                return False
+            if raw in (b"\r\n", b"\n", b""):
+                break
+            name, sep, value = str(raw, "iso-8859-1").partition(":")
+            if not sep:
+                self.send_error(HTTPStatus.BAD_REQUEST, f"Bad header line {raw!r}")
+                return False
+            headers[name.strip().lower()] = value.strip()
+        else:
+            self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Too many headers")
+            return False
+        self.headers = headers  # type: ignore[assignment]
+        conn = headers.get("connection", "").lower()
+        self.close_connection = conn == "close" or (
+            self.request_version == "HTTP/1.0" and conn != "keep-alive"
+        )
+        return True
 
     def setup(self) -> None:
         super().setup()
@@ -171,6 +226,14 @@ class _Handler(BaseHTTPRequestHandler):
             head.append(f"{k}: {v}")
         self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
 
+    def _user(self) -> str | None:
+        """The username the request's bearer token stands for, if the registry knows it."""
+        auth = self.headers.get("Authorization") or ""
+        if not auth.startswith("Bearer "):
+            return None
+        status = self.server.fake.tokens.review({"token": auth[7:].strip()})
+        return status["user"]["username"] if status.get("authenticated") else None
+
     def _read_body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length > 0 else b""
@@ -192,6 +255,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         route = _Route()
         logged = False
+        user = self._user()
 
         def record(status: int) -> None:
             # Logged before the answer goes out, so a client that got its answer finds
@@ -213,6 +277,7 @@ class _Handler(BaseHTTPRequestHandler):
                     name=route.name,
                     status=status,
                     content_type=self.headers.get("Content-Type") or "",
+                    user=user or "",
                     duration=time.perf_counter() - started,
                 )
             )
@@ -224,15 +289,17 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             try:
                 route = _route(method, url.path, query)
-                delay, injected = fake.faults.take(method, url.path, route.verb, route.resource)
+                if fake.require_auth and user is None and route.special not in _PUBLIC:
+                    raise ApiError(401, "Unauthorized")
+                delay, injected = fake.faults.take(
+                    method, url.path, route.verb, route.resource, route.subresource
+                )
                 if delay:
                     time.sleep(delay)
                 if fake.faults.down_mode() == "503":
                     injected = ApiError(
                         503,
                         "the server is currently unable to handle the request (down)",
-                        headers={"Retry-After": "1"},
-                        details={"retryAfterSeconds": 1},
                     )
                 if injected is not None:
                     raise injected
@@ -386,9 +453,16 @@ class _Handler(BaseHTTPRequestHandler):
             raise bad_request(f"error decoding patch: {e}") from None
 
         def change(current: dict[str, Any]) -> dict[str, Any]:
+            if ctype == JSON_PATCH and isinstance(doc, list) and len(doc) > MAX_JSON_PATCH_OPS:
+                raise ApiError(
+                    413,
+                    f"Request entity too large: The allowed maximum operations in a JSON patch is "
+                    f"{MAX_JSON_PATCH_OPS}, got {len(doc)}",
+                    reason="RequestEntityTooLarge",
+                )
             try:
                 if ctype == JSON_PATCH:
-                    result = patches.apply_json_patch(current, doc)
+                    result = patches.apply_json_patch(current, doc, in_place=True)
                 elif ctype == MERGE_PATCH:
                     if not isinstance(doc, dict):
                         raise bad_request("merge patch must be a JSON object")
@@ -397,8 +471,12 @@ class _Handler(BaseHTTPRequestHandler):
                     result = patches.apply_strategic_merge_patch(current, doc)
             except patches.PatchFormatError as e:
                 raise bad_request(str(e)) from None
-            except patches.PatchError as e:
-                raise ApiError(422, str(e)) from None
+            except patches.PatchError:
+                # The API server says only this (no detail, empty details) for a JSON
+                # Patch that does not apply, a failed "test" included.
+                raise ApiError(
+                    422, "the server rejected our request due to an error in our request", details={}
+                ) from None
             if not isinstance(result, dict):
                 raise ApiError(422, "the patch turned the object into something that is not an object")
             return result
@@ -554,6 +632,8 @@ class ServerCore:
         self.faults = Faults()
         self.log = RequestLog()
         self.stopping = threading.Event()
+        # When True, requests need a bearer token the registry knows (401 otherwise).
+        self.require_auth = False
         self._host, self._port = host, port
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None

@@ -8,7 +8,6 @@ its JSON bytes, so reads hand out bytes without copying or re-encoding.
 from __future__ import annotations
 
 import bisect
-import copy
 import json
 import threading
 import time
@@ -113,7 +112,7 @@ class Store:
         self, rt: ResourceType, namespace: str, obj: dict[str, Any], *, keep_uid: bool = False
     ) -> Stored:
         """``keep_uid``: keep a uid the object brings (state set up by tests only)."""
-        obj = copy.deepcopy(obj)
+        obj = json.loads(json.dumps(obj))
         meta = obj.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
@@ -132,8 +131,10 @@ class Store:
         if rt.kind in ("Node", "Pod"):
             obj.setdefault("spec", {})
             obj.setdefault("status", {})
+        if rt.normalize:
+            rt.normalize(obj)
         if rt.validate:
-            rt.validate(obj)
+            rt.validate(obj, None)
         with self.lock:
             key = (namespace if rt.namespaced else "", meta["name"])
             if key in self._objects[rt.key]:
@@ -181,24 +182,30 @@ class Store:
                     meta[k] = old_meta[k]
                 else:
                     meta.pop(k, None)
+            # Parts kept from the stored object are shared, not copied: stored objects
+            # are never changed in place.
             if subresource == "status":
-                new["spec"] = copy.deepcopy(current.obj.get("spec"))
-                for k in ("labels", "annotations", "finalizers", "ownerReferences"):
+                new["spec"] = current.obj.get("spec")
+                for k in (
+                    ("labels", "annotations", "finalizers", "ownerReferences") if rt.status_keeps_meta else ()
+                ):
                     if k in old_meta:
-                        meta[k] = copy.deepcopy(old_meta[k])
+                        meta[k] = old_meta[k]
                     else:
                         meta.pop(k, None)
             elif "status" in rt.subresources:
                 if "status" in current.obj:
-                    new["status"] = copy.deepcopy(current.obj["status"])
+                    new["status"] = current.obj["status"]
                 else:
                     new.pop("status", None)
             if rt.custom and new.get("spec") != current.obj.get("spec"):
                 meta["generation"] = int(old_meta.get("generation", 1)) + 1
             for k in [k for k in new if new[k] is None and k in ("spec", "status")]:
                 new.pop(k)
+            if rt.normalize:
+                rt.normalize(new)
             if rt.validate:
-                rt.validate(new)
+                rt.validate(new, current.obj)
             new["kind"], new["apiVersion"] = rt.kind, rt.api_version
             if _without_rv(new) == _without_rv(current.obj):
                 return current  # a no-op write: no new resourceVersion, no watch event

@@ -110,7 +110,9 @@ def test_json_patch_failed_test_is_422_and_changes_nothing(fake_api: FakeApiServ
             ],
         )
     assert e.value.status == 422
-    assert _status(e.value)["reason"] == "Invalid"
+    body = _status(e.value)
+    assert body["reason"] == "Invalid"
+    assert body["message"] == "the server rejected our request due to an error in our request"
     assert fake_api.node("n") == before
 
 
@@ -118,7 +120,8 @@ def test_json_patch_failed_test_is_422_and_changes_nothing(fake_api: FakeApiServ
     ("ops", "code"),
     [
         ([{"op": "remove", "path": "/metadata/labels/nope"}], 422),
-        ([{"op": "replace", "path": "/metadata/labels/nope", "value": "v"}], 422),
+        ([{"op": "replace", "path": "/metadata/nothere/key", "value": "v"}], 422),
+        ([{"op": "test", "path": "/metadata/labels/nope", "value": "v"}], 422),
         ([{"op": "add", "path": "/metadata/nothere/key", "value": "v"}], 422),
         ([{"op": "frobnicate", "path": "/metadata/labels/x"}], 400),
         ([{"op": "add", "path": "/metadata/labels/x"}], 400),
@@ -161,9 +164,13 @@ def test_status_subresource_extended_resources(fake_api: FakeApiServer, core_v1:
     assert "example.com/widget" not in fake_api.node("n")["status"]["allocatable"]
     fake_api.kubelet_sync("n")
     assert fake_api.node("n")["status"]["allocatable"]["example.com/widget"] == "3"
-    # Status writes leave labels alone; writes to the node leave status alone.
-    core_v1.patch_node_status("n", {"metadata": {"labels": {"sneaky": "1"}}})
-    assert "sneaky" not in fake_api.labels("n")
+    # Writes to the node leave status alone; writes to nodes/status leave spec alone but,
+    # as the API server's node status strategy does, keep metadata changes.
+    core_v1.patch_node_status(
+        "n", {"spec": {"unschedulable": True}, "metadata": {"labels": {"via-status": "1"}}}
+    )
+    assert "unschedulable" not in fake_api.node("n")["spec"]
+    assert fake_api.labels("n")["via-status"] == "1"
     core_v1.patch_node("n", {"status": {"capacity": {"example.com/widget": "9"}}})
     assert fake_api.capacity("n")["example.com/widget"] == "3"
     got = core_v1.read_node_status("n")

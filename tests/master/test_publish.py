@@ -18,8 +18,9 @@ def test_labels_reach_the_node_and_foreign_labels_stay(fake_api):
         assert labels[f"{FNS}/fixture-a"] == "1" and labels[f"{FNS}/fixture-b"] == "2"
         assert labels["team.example.com/owner"] == "ops" and labels["kubernetes.io/hostname"] == "n1"
         assert fake_api.annotations("n1")[LABELS_ANN] == "fixture-a,fixture-b"
-        # One GET (ownership from the Node) and one PATCH.
-        assert fake_api.log.count(verb="get", resource="nodes") == 1
+        # Ownership from the Nodes as one LIST at the start showed them, then one PATCH.
+        assert fake_api.log.count(verb="list", resource="nodes") == 1
+        assert fake_api.log.count(verb="get", resource="nodes") == 0
         assert fake_api.log.count(verb="patch", resource="nodes") == 1
 
         m.put("n1", {"a": "1"})  # b goes away: ours, removed
@@ -27,8 +28,8 @@ def test_labels_reach_the_node_and_foreign_labels_stay(fake_api):
         labels = fake_api.labels("n1")
         assert f"{FNS}/fixture-b" not in labels
         assert labels[f"{FNS}/by-hand"] == "1" and labels["team.example.com/owner"] == "ops"
-        assert fake_api.log.count(verb="get", resource="nodes") == 1  # no re-read needed
-        assert fake_api.log.count(verb="list", resource="nodes") == 0
+        assert fake_api.log.count(verb="get", resource="nodes") == 0  # no re-read needed
+        assert fake_api.log.count(verb="list", resource="nodes") == 1
 
 
 def test_no_write_when_nothing_changed(fake_api):
@@ -89,4 +90,4 @@ def test_resources_reasserted_after_node_recreation(fake_api, tmp_path):
         assert node["status"]["allocatable"][f"{FNS}/widgets"] == "4"
         assert node["metadata"]["labels"][f"{FNS}/fixture-a"] == "1"
         # The resync lists nodes (paginated), it never GETs them one by one.
-        assert fake_api.log.count(verb="get", resource="nodes") == 1
+        assert fake_api.log.count(verb="get", resource="nodes") == 0

@@ -8,28 +8,28 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class FlagSet(BaseModel):
-    elements: dict[str, dict[str, object]] = {}
+    elements: dict[str, dict[str, object]] = Field(default_factory=dict)
 
 
 class AttributeSet(BaseModel):
-    elements: dict[str, str] = {}
+    elements: dict[str, str] = Field(default_factory=dict)
 
 
 class Instance(BaseModel):
-    attributes: dict[str, str] = {}
+    attributes: dict[str, str] = Field(default_factory=dict)
 
 
 class InstanceSet(BaseModel):
-    elements: list[Instance] = []
+    elements: list[Instance] = Field(default_factory=list)
 
 
 class RawFeatures(BaseModel):
     """Upstream's raw feature shape."""
 
     model_config = ConfigDict(extra="forbid")
-    flags: dict[str, FlagSet] = {}
-    attributes: dict[str, AttributeSet] = {}
-    instances: dict[str, InstanceSet] = {}
+    flags: dict[str, FlagSet] = Field(default_factory=dict)
+    attributes: dict[str, AttributeSet] = Field(default_factory=dict)
+    instances: dict[str, InstanceSet] = Field(default_factory=dict)
 
 
 class FeaturesRequest(BaseModel):
