@@ -1,4 +1,5 @@
-"""Fixtures for the worker tests (helpers live in worker_helpers.py)."""
+"""Fixtures for the worker tests (helpers live in worker_helpers.py, imported as
+``worker.worker_helpers`` with tests/ on the path, as tests/conftest.py sets up)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from worker_helpers import (
+from worker.worker_helpers import (
     HostTree,
     Master,
     WorkerProc,

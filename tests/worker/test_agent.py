@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from worker_helpers import Master, wait_until
+from worker.worker_helpers import Master, wait_until
 
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from worker_helpers import HostTree, Master, env, free_port, http_get, run_cli, wait_until
+from worker.worker_helpers import HostTree, Master, env, free_port, http_get, run_cli, wait_until
 
 
 def test_oneshot_delivers_and_exits_0(master: Master, host: HostTree) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from worker_helpers import HostTree, Master, count_lines, wait_until
+from worker.worker_helpers import HostTree, Master, count_lines, wait_until
 
 
 def test_first_delivery_reaches_the_master(master: Master, host: HostTree, start_worker, node: str) -> None:

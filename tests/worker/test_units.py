@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from worker_helpers import wait_until
+from worker.worker_helpers import free_port, wait_until
 
 from nfd.config import SourcesConfig
 from nfd.features import Features
@@ -139,7 +139,6 @@ def test_a_connection_the_master_dropped_is_replaced(scripted: Scripted) -> None
 
 
 def test_unreachable_master_raises(tmp_path: Path) -> None:
-    from worker_helpers import free_port
 
     with pytest.raises(MasterUnreachable, match="connection refused"):
         MasterClient(f"http://127.0.0.1:{free_port()}").heartbeat("n", "d")
