@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 
 from nfd import __version__
 
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     from nfd.cli import CliError
     from nfd.config import ConfigError, WorkerConfig, load_worker_config, parse_duration
+    from nfd.features import Features
     from nfd.hostroot import HostRoot
     from nfd.sources import UnknownSourceError, default_registry
     from nfd.worker.backoff import Backoff
@@ -121,14 +123,21 @@ def run(args: argparse.Namespace) -> int:
     if args.ca_file and not os.path.isfile(args.ca_file):
         raise CliError(f"--ca-file {args.ca_file}: no such file")
 
-    resources: list[str] = []
+    plugin_resources: Callable[[Features], list[str]] | None = None
     if args.device_plugin_config:
-        from nfd.worker.plugin_resources import PluginConfigError, served_resources
+        # The device plugin's own config reader and device matching (no gRPC in them):
+        # a resource is reported while a device for it is present, as the plugin serves it.
+        from nfd.deviceplugin.config import load_config
+        from nfd.deviceplugin.model import ConfigError as PluginConfigError
+        from nfd.deviceplugin.view import served_resources
 
         try:
-            resources = served_resources(args.device_plugin_config)
+            plugin_config = load_config(args.device_plugin_config)
         except PluginConfigError as e:
-            raise CliError(str(e)) from None
+            raise CliError(f"--device-plugin-config: {e}") from None
+
+        def plugin_resources(features: Features) -> list[str]:
+            return served_resources(plugin_config, features=features, host=host)
 
     try:
         client = MasterClient(master, token_file=token_file, ca_file=args.ca_file)
@@ -149,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         client=client,
         metrics=metrics,
         backoff=Backoff(cap=retry_cap),
-        device_plugin_resources=resources,
+        device_plugin_resources=plugin_resources or (),
         oneshot=args.oneshot,
     )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +57,7 @@ class Worker:
         client: MasterClient,
         metrics: WorkerMetrics | None = None,
         backoff: Backoff | None = None,
-        device_plugin_resources: Sequence[str] = (),
+        device_plugin_resources: Sequence[str] | Callable[[Features], Sequence[str]] = (),
         oneshot: bool = False,
     ) -> None:
         self.node = node
@@ -67,7 +67,12 @@ class Worker:
         self.client = client
         self.metrics = metrics
         self.backoff = backoff or Backoff()
-        self.device_plugin_resources = sorted(set(device_plugin_resources))
+        # A fixed list, or a function of this pass's features (the device plugin serves a
+        # resource only while a matching device is present).
+        self._plugin_resources = device_plugin_resources
+        self.device_plugin_resources: list[str] = (
+            [] if callable(device_plugin_resources) else sorted(set(device_plugin_resources))
+        )
         self.oneshot = oneshot  # no retries will follow: the caller reports the outcome
         # (digest, resources) the master last answered 200 to a full PUT for.
         self._accepted: tuple[str, tuple[str, ...]] | None = None
@@ -99,6 +104,7 @@ class Worker:
     def _pass(self) -> Outcome:
         features = self.discover()
         digest = features.digest()
+        self._refresh_plugin_resources(features)
         key = (digest, tuple(self.device_plugin_resources))
         try:
             if key == self._accepted:
@@ -123,6 +129,14 @@ class Worker:
         self._count("features", "ok")
         self._report_applied(reply.body)
         return self._success("features", f"features {digest[:12]} delivered")
+
+    def _refresh_plugin_resources(self, features: Features) -> None:
+        if not callable(self._plugin_resources):
+            return
+        try:
+            self.device_plugin_resources = sorted(set(self._plugin_resources(features)))
+        except Exception as e:  # keep the last list rather than lose the pass
+            log.warning("cannot tell which device-plugin resources are served: %s: %s", type(e).__name__, e)
 
     def _body(self, features: Features, digest: str) -> dict[str, Any]:
         return {

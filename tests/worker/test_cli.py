@@ -93,29 +93,39 @@ def test_missing_master_and_bad_flags_exit_2(capsys: pytest.CaptureFixture[str])
     assert code == 2 and "--ca-file" in err
 
 
-def test_device_plugin_resources_are_reported(master: Master, host: HostTree, tmp_path: Path) -> None:
-    cfg = tmp_path / "dp.yaml"
-    cfg.write_text("resources:\n  - name: example.com/widget\n  - name: example.com/gadget\n")
-    r = run_cli(
-        "worker", "--oneshot", "--master", master.url, "--node-name", "n-dp", "--sources", "local",
-        "--host-root", str(host.root), "--device-plugin-config", str(cfg),
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    view = master.node("n-dp")
-    assert view is not None
-    assert view["devicePluginResources"] == ["example.com/gadget", "example.com/widget"]
-    cfg.write_text("resources:\n  - count: 1\n")
-    r = run_cli(
-        "worker",
-        "--oneshot",
-        "--master",
-        master.url,
-        "--node-name",
-        "n-dp",
-        "--device-plugin-config",
-        str(cfg),
+def test_device_plugin_resources_follow_the_devices(
+    master: Master, host: HostTree, start_worker, node: str, tmp_path: Path
+) -> None:
+    cfg = tmp_path / "device-plugin.yaml"
+    cfg.write_text(
+        "resources:\n"
+        "  - name: example.com/widget\n    devnode: /dev/widget*\n"
+        "  - name: example.com/gadget\n    devnode: /dev/gadget*\n"
     )
-    assert r.returncode == 2 and "resources[0] has no name" in r.stderr
+    dev = host.root / "dev"
+    dev.mkdir()
+    (dev / "widget0").touch()
+    w = start_worker(master.url, host, "--sleep-interval", "0.2s", "--device-plugin-config", str(cfg))
+
+    def reported() -> list[str] | None:
+        view = master.node(node)
+        return None if view is None else view["devicePluginResources"]
+
+    # Served means: configured and a device is there, as the device plugin decides.
+    wait_until(lambda: reported() == ["example.com/widget"], what="the widget resource")
+    (dev / "gadget0").touch()  # a new device: the list changes, the features do not
+    wait_until(lambda: reported() == ["example.com/gadget", "example.com/widget"], what="both resources")
+    wait_until(lambda: w.requests("features", "ok") == 2, what="two full deliveries")
+
+
+def test_a_bad_device_plugin_config_exits_2(tmp_path: Path) -> None:
+    cfg = tmp_path / "device-plugin.yaml"
+    cfg.write_text("resources:\n  - count: 1\n")
+    r = run_cli("worker", "--oneshot", "--master", "http://127.0.0.1:1", "--node-name", "n",
+                "--device-plugin-config", str(cfg))  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.startswith("nfd worker: error: --device-plugin-config: resources[0]")
+    assert len(r.stderr.strip().splitlines()) == 1
 
 
 def test_healthz_and_metrics(master: Master, host: HostTree, start_worker, node: str) -> None:
@@ -168,29 +178,23 @@ main(argv)
 """
 
 
-def test_the_running_worker_never_imports_heavy_libraries(master: Master, host: HostTree) -> None:
+def test_the_running_worker_never_imports_heavy_libraries(
+    master: Master, host: HostTree, tmp_path: Path
+) -> None:
     port = free_port()
+    plugin = tmp_path / "device-plugin.yaml"  # the device plugin's matching runs too
+    plugin.write_text("resources:\n  - name: example.com/tty\n    devnode: /dev/tty*\n")
+    # Every source (the real worker's import set), the status server, the device plugin.
     args = [
-        "worker",
-        "--master",
-        master.url,
-        "--node-name",
-        "n-lean",
-        "--sleep-interval",
-        "0.1s",
-        "--port",
-        str(port),
-        "--status-host",
-        "127.0.0.1",
-        "--host-root",
-        str(host.root),
-    ]  # fmt: skip (all sources: the real worker's import set)
+        "worker", "--master", master.url, "--node-name", "n-lean", "--sleep-interval", "0.1s",
+        "--port", str(port), "--status-host", "127.0.0.1", "--device-plugin-config", str(plugin),
+    ]  # fmt: skip
     r = subprocess.run(
         [sys.executable, "-c", _PROBE, *args], env=env(), capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 0, r.stderr
     modules = json.loads(r.stdout.strip().splitlines()[-1])
-    assert "nfd.worker.schedule" in modules and "apscheduler" in modules  # it did run
+    assert {"nfd.worker.schedule", "apscheduler", "nfd.deviceplugin.inventory"} <= set(modules)  # it all ran
     heavy = sorted(m for m in modules if m.split(".")[0] in FORBIDDEN)
     assert heavy == []
 

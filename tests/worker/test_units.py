@@ -23,7 +23,6 @@ from nfd.worker.client import MasterClient, MasterUnreachable, Reply, parse_retr
 from nfd.worker.debounce import Debouncer
 from nfd.worker.hotplug import MonitorUnavailable, UdevMonitor
 from nfd.worker.loop import Worker
-from nfd.worker.plugin_resources import PluginConfigError, served_resources
 from nfd.worker.watch import DirWatcher
 
 
@@ -258,7 +257,7 @@ def test_watcher_sees_create_modify_delete_and_a_late_directory(tmp_path: Path, 
         w.stop()
 
 
-# -- hot-plug, device plugin config ---------------------------------------------------
+# -- hot-plug ---------------------------------------------------
 
 
 def test_udev_monitor_starts_or_says_why_not() -> None:
@@ -269,19 +268,6 @@ def test_udev_monitor_starts_or_says_why_not() -> None:
         assert str(e)  # a reason to log
     finally:
         m.stop()
-
-
-def test_device_plugin_resource_names(tmp_path: Path) -> None:
-    p = tmp_path / "c.yaml"
-    p.write_text("resources:\n  example.com/a: {}\n  example.com/b: {}\n")
-    assert served_resources(p) == ["example.com/a", "example.com/b"]
-    p.write_text("resourceName: x.io/one\n")
-    assert served_resources(p) == ["x.io/one"]
-    p.write_text("resources:\n  - name: noslash\n")
-    with pytest.raises(PluginConfigError, match="vendor/name"):
-        served_resources(p)
-    with pytest.raises(PluginConfigError, match="No such file"):
-        served_resources(tmp_path / "missing.yaml")
 
 
 class Broken:
