@@ -146,6 +146,10 @@ def run(args: argparse.Namespace) -> int:
 
     metrics = None
     port = DEFAULT_STATUS_PORT if args.port is None else args.port
+    if not 0 <= port <= 65535:
+        raise CliError(f"--port {port}: expected 0 (off) to 65535")
+    if args.plugin_dir:
+        log.info("--plugin-dir is not used: the device plugin runs as nfd device-plugin")
     if not args.oneshot and port:
         from nfd.worker.metrics import WorkerMetrics
 

@@ -91,6 +91,8 @@ def test_missing_master_and_bad_flags_exit_2(capsys: pytest.CaptureFixture[str])
     assert code == 2 and "unknown feature source 'nope'" in err
     code, err = run("worker", "--node-name", "n", "--master", "http://x", "--ca-file", "/nonexistent/ca.pem")
     assert code == 2 and "--ca-file" in err
+    code, err = run("worker", "--node-name", "n", "--master", "http://x", "--port", "70000")
+    assert code == 2 and "--port 70000" in err
 
 
 def test_device_plugin_resources_follow_the_devices(
