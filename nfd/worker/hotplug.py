@@ -8,7 +8,10 @@ event source one might plug in).
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import select
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -38,14 +41,15 @@ class UdevMonitor:
     """Kernel uevents for the pci and usb subsystems, via pyudev.
 
     The kernel's own uevents (not udevd's) are used: they need no udevd on the host and
-    no /run/udev in the pod, only a netlink socket in the host's network namespace (the
-    worker runs with hostNetwork, as upstream's does). A device's sysfs entry exists when
-    its uevent is sent, which is all the sources read.
+    no /run/udev in the pod. A device's sysfs entry exists when its uevent is sent, which
+    is all the sources read.
     """
 
     def __init__(self, subsystems: tuple[str, ...] = SUBSYSTEMS) -> None:
         self._subsystems = subsystems
-        self._observer: Any = None
+        self._monitor: Any = None
+        self._thread: threading.Thread | None = None
+        self._wake_r = self._wake_w = -1
 
     def start(self, on_event: EventCallback) -> None:
         try:
@@ -58,23 +62,41 @@ class UdevMonitor:
             monitor.start()
         except Exception as e:  # ImportError (no libudev), OSError (no netlink) ...
             raise MonitorUnavailable(f"{type(e).__name__}: {e}") from None
-
-        subsystems = self._subsystems
-
-        def handle(device: Any) -> None:
-            # libudev does not filter kernel-sourced events by subsystem itself.
-            if device.subsystem in subsystems and device.action in ACTIONS:
-                on_event(f"{device.subsystem} {device.action} {device.sys_name}")
-
-        observer = pyudev.MonitorObserver(monitor, callback=handle, name="nfd-udev")
-        observer.daemon = True
-        observer.start()
-        self._observer = observer
+        self._monitor = monitor
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread = threading.Thread(target=self._run, args=(on_event,), name="nfd-udev", daemon=True)
+        self._thread.start()
 
     def stop(self) -> None:
-        if self._observer is not None:
-            self._observer.send_stop()
-            self._observer = None
+        if self._thread is not None:
+            os.write(self._wake_w, b"x")
+            self._thread.join(timeout=2)
+            self._thread = None
+            for fd in (self._wake_r, self._wake_w):
+                os.close(fd)
+
+    def _run(self, on_event: EventCallback) -> None:
+        fd = self._monitor.fileno()
+        while True:
+            ready, _, _ = select.select([fd, self._wake_r], [], [])
+            if self._wake_r in ready:
+                return
+            while True:
+                try:
+                    device = self._monitor.poll(timeout=0)
+                except Exception as e:
+                    if isinstance(e, OSError) and e.errno == errno.ENOBUFS:
+                        # The socket overflowed in an event storm: some events are lost,
+                        # so look at everything again.
+                        on_event("uevents lost (receive buffer overrun)")
+                        continue
+                    log.warning("hot-plug events stopped (%s); devices show at the next interval", e)
+                    return
+                if device is None:
+                    break
+                # libudev does not filter kernel-sourced events by subsystem itself.
+                if device.subsystem in self._subsystems and device.action in ACTIONS:
+                    on_event(f"{device.subsystem} {device.action} {device.sys_name}")
 
 
 class FedMonitor:
