@@ -185,9 +185,20 @@ class FakeApiServer(ServerCore):
     store_types = ALL_TYPES
 
     def __init__(
-        self, *, host: str = "127.0.0.1", port: int = 0, api_audiences: tuple[str, ...] | None = None
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        api_audiences: tuple[str, ...] | None = None,
+        watch_history: int = 20_000,
+        log_keep: int = 500_000,
     ) -> None:
-        super().__init__(host=host, port=port, api_audiences=api_audiences)
+        """``watch_history``: changes kept for watches to resume from (older
+        resourceVersions get 410 Expired, as from the API server's watch cache);
+        ``log_keep``: request records kept."""
+        super().__init__(
+            host=host, port=port, api_audiences=api_audiences, watch_history=watch_history, log_keep=log_keep
+        )
         self.objects = Objects(self)
 
     def __enter__(self) -> FakeApiServer:

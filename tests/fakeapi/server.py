@@ -625,12 +625,18 @@ class ServerCore:
     """Owns the listening socket and its thread; FakeApiServer builds on it."""
 
     def __init__(
-        self, *, host: str = "127.0.0.1", port: int = 0, api_audiences: tuple[str, ...] | None = None
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        api_audiences: tuple[str, ...] | None = None,
+        watch_history: int = 20_000,
+        log_keep: int = 500_000,
     ) -> None:
-        self.store = Store()
+        self.store = Store(history=watch_history)
         self.tokens = TokenRegistry(api_audiences) if api_audiences else TokenRegistry()
         self.faults = Faults()
-        self.log = RequestLog()
+        self.log = RequestLog(keep=log_keep)
         self.stopping = threading.Event()
         # When True, requests need a bearer token the registry knows (401 otherwise).
         self.require_auth = False
