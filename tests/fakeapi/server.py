@@ -645,6 +645,11 @@ class ServerCore:
         self._thread: threading.Thread | None = None
 
     def start(self) -> Any:
+        """Serve. After ``stop()`` this serves again on the same port with the same state,
+        so stop/start is an API server restart (connections refused in between)."""
+        self.stopping.clear()
+        with self.store.cond:
+            self.store.closed = False
         self._httpd = _Server((self._host, self._port), self)
         self._port = self._httpd.server_address[1]
         self._thread = threading.Thread(
