@@ -303,6 +303,15 @@ class _Handler(BaseHTTPRequestHandler):
                     )
                 if injected is not None:
                     raise injected
+                if query.get("dryRun") and route.verb in (
+                    "create",
+                    "update",
+                    "patch",
+                    "delete",
+                    "deletecollection",
+                ):
+                    # Refused loudly rather than written for real.
+                    raise bad_request("dryRun is not implemented by this fake API server")
                 if route.verb == "watch":
                     self._watch(route, query, lambda: record(200))
                     return

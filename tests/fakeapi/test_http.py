@@ -53,3 +53,19 @@ def test_bad_json_body_is_400(fake_api: FakeApiServer) -> None:
     resp = conn.getresponse()
     assert resp.status == 405 and json.loads(resp.read())["reason"] == "MethodNotAllowed"
     conn.close()
+
+
+def test_dry_run_is_refused_not_written(fake_api: FakeApiServer) -> None:
+    fake_api.create_node("n")
+    conn = http.client.HTTPConnection("127.0.0.1", fake_api.port, timeout=10)
+    body = json.dumps({"metadata": {"labels": {"a": "1"}}})
+    conn.request(
+        "PATCH",
+        "/api/v1/nodes/n?dryRun=All",
+        body=body,
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    resp = conn.getresponse()
+    assert resp.status == 400 and "dryRun" in json.loads(resp.read())["message"]
+    conn.close()
+    assert "a" not in fake_api.labels("n")
