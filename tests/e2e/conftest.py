@@ -14,8 +14,8 @@ Tests use the ``e2e`` fixture (an ``E2ECluster``).
 from __future__ import annotations
 
 import os
-import uuid
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
