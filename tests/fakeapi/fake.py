@@ -24,14 +24,12 @@ from typing import Any, TypeVar
 
 from .resources import (
     ALL_TYPES,
-    LEASES,
     NODE_FEATURE_RULES,
-    NODES,
     PODS,
     ResourceType,
 )
 from .server import ServerCore
-from .tokens import TokenRegistry, TokenUser
+from .tokens import TokenUser
 
 ADMIN_TOKEN = "fake-admin-token"
 
@@ -181,8 +179,6 @@ class Objects:
 
 class FakeApiServer(ServerCore):
     """The fake API server. ``start()`` (or ``with``) serves it on 127.0.0.1:<ephemeral>."""
-
-    store_types = ALL_TYPES
 
     def __init__(
         self,
@@ -388,4 +384,4 @@ class FakeApiServer(ServerCore):
         )
 
 
-__all__ = ["LEASES", "NODES", "PODS", "FakeApiServer", "Objects", "TokenRegistry", "node_object"]
+__all__ = ["FakeApiServer", "Objects", "node_object"]
