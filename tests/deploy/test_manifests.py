@@ -332,3 +332,24 @@ def test_dockerfile_installs_this_package_as_a_non_root_nfd_entrypoint() -> None
     assert scripts["nfd"] == "nfd.cli:main"
     ignored = (REPO / ".dockerignore").read_text().split()
     assert {".git", "tests", ".venv"} <= set(ignored)
+
+
+def test_device_plugin_config_map_is_a_valid_plugin_config(built: dict[str, list[dict[str, Any]]]) -> None:
+    from nfd.deviceplugin.config import parse_config
+
+    docs = built["device-plugins"]
+    cm = find(docs, "ConfigMap", "nfd-device-plugin-conf")
+    ds = find(docs, "DaemonSet", "nfd-worker")
+    spec = pod_spec(ds)
+    plugin = next(c for c in spec["containers"] if c["name"] == "nfd-device-plugin")
+    config_path = Path(flag(plugin["args"], "--config") or "")
+    mount = next(m for m in plugin["volumeMounts"] if Path(m["mountPath"]) == config_path.parent)
+    vol = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    assert vol["configMap"]["name"] == cm["metadata"]["name"]
+    parsed = parse_config(yaml.safe_load(cm["data"][config_path.name]))
+    assert parsed is not None
+    # kubelet's socket directory: the directory is mounted, never the socket file.
+    plugin_dir = flag(plugin["args"], "--plugin-dir")
+    dp_mount = next(m for m in plugin["volumeMounts"] if m["mountPath"] == plugin_dir)
+    dp_vol = next(v for v in spec["volumes"] if v["name"] == dp_mount["name"])
+    assert dp_vol["hostPath"]["type"] == "Directory"
