@@ -3,6 +3,7 @@ touching only what the master owns (named in its tracking annotations, as upstre
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -34,15 +35,34 @@ def _qualify(name: str) -> str:
     return name if "/" in name else f"{FEATURE_NS}/{name}"
 
 
-def parse_names(value: str | None) -> set[str]:
-    return {_qualify(n.strip()) for n in (value or "").split(",") if n.strip()}
+def parse_names(value: str | None) -> frozenset[str]:
+    return _parse_names(value or "")
+
+
+@functools.lru_cache(maxsize=4096)  # a fleet's nodes carry few distinct annotation values
+def _parse_names(value: str) -> frozenset[str]:
+    return frozenset(_qualify(n.strip()) for n in value.split(",") if n.strip())
 
 
 def tracking_value(names: Iterable[str]) -> str:
     return ",".join(sorted(_strip(n) for n in names))
 
 
-def owned(obs: Observed) -> tuple[set[str], set[str], set[str], set[str]]:
+def _tracking(decision: Decision) -> tuple[str, str, str]:
+    """(labels, annotations, taints) tracking values; computed once per decision (shared
+    by every node that has it)."""
+    cached = decision.__dict__.get("_tracking")
+    if cached is None:
+        cached = (
+            tracking_value(decision.labels),
+            tracking_value(decision.annotations),
+            ",".join(sorted(taint_str(t) for t in decision.taints)),
+        )
+        decision.__dict__["_tracking"] = cached  # frozen dataclass: a cache, not state
+    return cached
+
+
+def owned(obs: Observed) -> tuple[frozenset[str], frozenset[str], frozenset[str], set[str]]:
     """(labels, annotations, extended resources, taints as ``key=value:effect``)."""
     a = obs.annotations
     taints = {t.strip() for t in (a.get(TAINTS_ANN) or "").split(",") if t.strip()}
@@ -140,11 +160,12 @@ def node_patch(decision: Decision, obs: Observed, *, device_plugin_resources: It
     desired_ers = {k for k in decision.extended_resources if k not in served}
     # Resources a device plugin now serves stay tracked until removed, never touched.
     keep_ers = desired_ers | (own_e & served)
-    want_ann[LABELS_ANN] = tracking_value(decision.labels) or None
-    want_ann[ANNOTATIONS_ANN] = tracking_value(decision.annotations) or None
+    labels_value, annotations_value, taints_value = _tracking(decision)
+    want_ann[LABELS_ANN] = labels_value or None
+    want_ann[ANNOTATIONS_ANN] = annotations_value or None
     want_ann[ER_ANN] = tracking_value(keep_ers) or None
-    taint_names = sorted(taint_str(t) for t in decision.taints)
-    want_ann[TAINTS_ANN] = ",".join(taint_names) or None
+    want_ann[TAINTS_ANN] = taints_value or None
+    taint_names = taints_value.split(",") if taints_value else []
     ann_ops: list[Op] = []
     for k in sorted(want_ann):
         want, cur = want_ann[k], obs.annotations.get(k)

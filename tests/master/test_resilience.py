@@ -62,8 +62,15 @@ def test_api_server_down_then_back_latest_features_applied(fake_api, mode):
         wait_for(m.settled, what="publish after the outage")
         assert fake_api.labels("n1")[f"{FNS}/fixture-v"] == "3"
         assert fake_api.labels("n2")[f"{FNS}/fixture-v"] == "1"
-        ok_patches = fake_api.log.records(verb="patch", resource="nodes", status=200)
-        assert len(ok_patches) == 2  # one per node: the older features were never written
+        ok = [r.name for r in fake_api.log.records(verb="patch", resource="nodes", status=200)]
+        if mode == "503":
+            # One write per node once the API server is back: the newest features; what
+            # came in meanwhile was coalesced, never written.
+            assert sorted(ok) == ["n1", "n2"]
+        else:
+            # Connections dropped unanswered: a write may have landed without the master
+            # hearing of it, so it may be repeated (idempotent), but not more.
+            assert ok.count("n1") <= 2 and ok.count("n2") <= 2
         assert m.view("n1")["inSync"] is True and m.view("n1")["lastError"] == ""
 
 
