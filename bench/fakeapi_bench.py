@@ -17,14 +17,19 @@ import json
 import sys
 import threading
 import time
+import types
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# The fake lives in the tests tree: make it importable as ``tests.fakeapi`` without
+# putting the repository root (and its nfd sources) on the path.
+_tests = types.ModuleType("tests")
+_tests.__path__ = [str(Path(__file__).resolve().parent.parent / "tests")]
+sys.modules.setdefault("tests", _tests)
 
-from kubernetes import client
+from kubernetes import client  # noqa: E402
 
-from tests.fakeapi import FakeApiServer
+from tests.fakeapi import FakeApiServer  # noqa: E402
 
 
 def _rate(fn: Any, seconds: float, threads: int) -> tuple[float, int]:

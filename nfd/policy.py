@@ -23,9 +23,10 @@ PROFILE_NS = "profile.node.kubernetes.io"
 # Namespace of the master's own bookkeeping annotations.
 NFD_NS = "nfd.node.kubernetes.io"
 
-# Upstream v0.19 (pkg/apis/nfd/validate): ``kubernetes.io`` and its sub-namespaces are
-# denied, except the feature namespace (labels: also the profile namespace) and their
-# sub-namespaces. ``k8s.io`` is not denied by default.
+# ``kubernetes.io``, ``k8s.io`` and their sub-namespaces are denied, except the feature
+# namespace (labels: also the profile namespace) and their sub-namespaces. Upstream
+# v0.19's code denies only ``kubernetes.io``; its documentation and our policy also keep
+# ``k8s.io`` (the Kubernetes project's other namespace) out of reach of rules.
 _LABEL_ALLOWED = (FEATURE_NS, PROFILE_NS)
 _OTHER_ALLOWED = (FEATURE_NS,)  # annotations, extended resources, taints
 
@@ -91,9 +92,12 @@ class Policy:
 DEFAULT_POLICY = Policy()
 
 
+_DENIED = ("kubernetes.io", "k8s.io")
+
+
 def builtin_denied(ns: str, allowed: tuple[str, ...]) -> bool:
-    """``kubernetes.io`` and ``*.kubernetes.io`` unless one of ``allowed`` or below it."""
-    if ns != "kubernetes.io" and not ns.endswith(".kubernetes.io"):
+    """``kubernetes.io``, ``k8s.io`` and below, unless one of ``allowed`` or below it."""
+    if not any(ns == d or ns.endswith("." + d) for d in _DENIED):
         return False
     return not (ns in allowed or ns.endswith(tuple("." + a for a in allowed)))
 
@@ -367,6 +371,10 @@ def publish(
                 out.rejected["taints"][f"{key}={value}:{effect}"] = err
             elif (key, value, effect) not in out.taints:
                 out.taints.append((key, value, effect))
+    # Sorted by the published (qualified) name, so output does not depend on spelling.
+    out.labels = dict(sorted(out.labels.items()))
+    out.annotations = dict(sorted(out.annotations.items()))
+    out.extended_resources = dict(sorted(out.extended_resources.items()))
     return out
 
 

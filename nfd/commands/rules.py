@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
     from nfd.policy import Policy, publish_rule_output
-    from nfd.rules import evaluate, load_rulesets
+    from nfd.rules import evaluate, lint_rulesets, load_rulesets
 
     try:
         policy = Policy.build(
@@ -64,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
     err = sys.stderr
     for problem in [*load_errors, *out.errors]:
         print(f"nfd rules test: warning: rule {problem}", file=err)
+    failed = {(e.object, e.rule) for e in out.errors}
+    for problem in lint_rulesets(rulesets):
+        if (problem.object, problem.rule) not in failed:
+            print(f"nfd rules test: warning: rule {problem} (fails wherever evaluation gets there)", file=err)
     for kind, items in pub.rejected.items():
         for name, reason in items.items():
             print(f"nfd rules test: warning: {_KIND_WORD[kind]} {name} left out: {reason}", file=err)

@@ -127,10 +127,12 @@ def evaluate(rulesets: Sequence[RuleSet], features: Features, *, explain: bool =
         for rule in rs.rules:
             try:
                 res = execute(rule, view, explain=explain)
-            except (EvalError, RecursionError) as e:
-                out.errors.append(RuleError(rs.name, rule.name, str(e)))
+            except Exception as e:  # EvalError; anything else is a bug of ours, which
+                # must not cost the node its other rules either
+                reason = str(e) if isinstance(e, EvalError) else f"internal error: {type(e).__name__}: {e}"
+                out.errors.append(RuleError(rs.name, rule.name, reason))
                 if explain:
-                    out.traces.append(RuleTrace(rs.name, rule.name, False, str(e), failed=True))
+                    out.traces.append(RuleTrace(rs.name, rule.name, False, reason, failed=True))
                 continue
             if explain:
                 out.traces.append(RuleTrace(rs.name, rule.name, res.matched, res.reason))
@@ -147,6 +149,16 @@ def evaluate(rulesets: Sequence[RuleSet], features: Features, *, explain: bool =
     return out
 
 
+def lint_rulesets(rulesets: Sequence[RuleSet]) -> list[RuleError]:
+    """Problems that fail a rule whenever evaluation reaches them (see ``nfd.rules.lint``):
+    for reporting; ``evaluate`` is not affected."""
+    from nfd.rules.lint import rule_problems
+
+    return [
+        RuleError(rs.name, rule.name, p) for rs in rulesets for rule in rs.rules for p in rule_problems(rule)
+    ]
+
+
 __all__ = [
     "RuleError",
     "RuleOutput",
@@ -154,5 +166,6 @@ __all__ = [
     "RuleTrace",
     "Taint",
     "evaluate",
+    "lint_rulesets",
     "load_rulesets",
 ]

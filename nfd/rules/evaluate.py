@@ -77,10 +77,8 @@ def _match_terms(
     matched: MatchedFeatures = {}
     term_ok = True
     for term in terms:
-        fname = term.feature.lower()
-        dom, dot, nam = term.feature.partition(".")
-        if not dot:
-            dom, nam = fname, ""
+        fname = term.lookup_name
+        dom, nam = term.template_key
         bucket = matched.setdefault(dom, {})
         flags, attrs, instances = view.lookup(fname)
         if flags is None and attrs is None and instances is None:

@@ -13,7 +13,7 @@ maps.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nfd.rules.model import OPS, Expr
@@ -227,6 +227,28 @@ def _instance_miss(exprs: Sequence[tuple[str, Expr]], instances: Sequence[Mappin
     return "no instance matched"
 
 
+def _name_test(e: Expr, sample: str) -> Callable[[str], bool]:
+    """A fast test equivalent to ``evaluate(e, True, name)`` for element names. Evaluates
+    ``sample`` (a real name) first so that a bad expression raises as upstream's does,
+    and only when there is a name to test."""
+    evaluate(e, True, sample)
+    op = e.op
+    if op in ("", "Exists"):
+        return lambda _k: True
+    if op == "DoesNotExist":
+        return lambda _k: False
+    if op == "In":
+        values = frozenset(e.values)
+        return values.__contains__
+    if op == "NotIn":
+        values = frozenset(e.values)
+        return lambda k: k not in values
+    if op == "InRegexp" and e.regexes is not None:
+        regexes = e.regexes
+        return lambda k: any(r.search(k) for r in regexes)
+    return lambda k: evaluate(e, True, k)
+
+
 def match_names(
     e: Expr,
     flags: set[str] | None,
@@ -235,15 +257,23 @@ def match_names(
 ) -> tuple[bool, list[Element]]:
     """Upstream's MatchNamesMulti: the expression against element names (flags,
     attributes) and the attribute names of each instance."""
+    sample = next(iter(flags or ()), None) or next(iter(attrs or ()), None)
+    if sample is None:
+        sample = next((k for inst in instances or () for k in inst), None)
+    if sample is None:
+        return False, []
+    test = _name_test(e, sample)
     ret: list[Element] = []
-    for k in flags or ():
-        if evaluate(e, True, k):
-            ret.append({"Name": k})
-    for k, v in (attrs or {}).items():
-        if evaluate(e, True, k):
-            ret.append({"Name": k, "Value": v})
+    if e.op == "In" and flags:
+        ret.extend({"Name": k} for k in set(e.values) if k in flags)
+    else:
+        ret.extend({"Name": k} for k in flags or () if test(k))
+    if e.op == "In" and attrs:
+        ret.extend({"Name": k, "Value": attrs[k]} for k in set(e.values) if k in attrs)
+    else:
+        ret.extend({"Name": k, "Value": v} for k, v in (attrs or {}).items() if test(k))
     ret.sort(key=lambda el: el["Name"])
     for inst in instances or ():
-        if any(evaluate(e, True, k) for k in inst):
+        if any(test(k) for k in inst):
             ret.append(inst)
     return bool(ret), ret

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from nfd.rules.template import Template
@@ -55,6 +56,17 @@ class Term:
     expressions: tuple[tuple[str, Expr], ...] | None = None  # None: not given
     name: Expr | None = None  # matchName
 
+    # Upstream looks the feature up lower-cased but keys template data by the name as
+    # written ("<domain>.<feature>"; without a dot: the lower-cased name and "").
+    @cached_property
+    def lookup_name(self) -> str:
+        return self.feature.lower()
+
+    @cached_property
+    def template_key(self) -> tuple[str, str]:
+        dom, dot, nam = self.feature.partition(".")
+        return (dom, nam) if dot else (self.feature.lower(), "")
+
 
 @dataclass(frozen=True)
 class TaintSpec:
@@ -75,14 +87,31 @@ class Rule:
     extended_resources: Mapping[str, str] = field(default_factory=dict)
     match_features: tuple[Term, ...] = ()
     match_any: tuple[tuple[Term, ...], ...] = ()
+    # Keys the API server's schema would prune ("where: key"): dropped, reported by lint.
+    ignored: tuple[str, ...] = ()
 
 
 # -- parsing --------------------------------------------------------------------------
 
 
+_RULE_KEYS = frozenset(
+    {"name", "labels", "labelsTemplate", "annotations", "vars", "varsTemplate", "taints", "extendedResources"}
+    | {"matchFeatures", "matchAny"}
+)
+_TERM_KEYS = frozenset({"feature", "matchExpressions", "matchName"})
+_EXPR_KEYS = frozenset({"op", "value", "type"})
+_TAINT_KEYS = frozenset({"key", "value", "effect", "timeAdded"})
+
+
+def _unknown(v: Mapping[str, Any], allowed: frozenset[str], where: str, notes: list[str]) -> None:
+    notes.extend(f"{where}: unknown key {k!r} ignored" for k in v if k not in allowed)
+
+
 def parse_rule(raw: Any, where: str) -> Rule:
     if not isinstance(raw, Mapping):
         raise RuleParseError(f"{where}: a rule must be a mapping")
+    notes: list[str] = []
+    _unknown(raw, _RULE_KEYS, where, notes)
     name = raw.get("name")
     if name is None:
         name = ""
@@ -95,10 +124,11 @@ def parse_rule(raw: Any, where: str) -> Rule:
         annotations=_str_map(raw.get("annotations"), f"{where}.annotations"),
         vars=_str_map(raw.get("vars"), f"{where}.vars"),
         vars_template=_template(raw.get("varsTemplate"), f"{where}.varsTemplate"),
-        taints=_taints(raw.get("taints"), f"{where}.taints"),
+        taints=_taints(raw.get("taints"), f"{where}.taints", notes),
         extended_resources=_str_map(raw.get("extendedResources"), f"{where}.extendedResources"),
-        match_features=_matcher(raw.get("matchFeatures"), f"{where}.matchFeatures"),
-        match_any=_match_any(raw.get("matchAny"), f"{where}.matchAny"),
+        match_features=_matcher(raw.get("matchFeatures"), f"{where}.matchFeatures", notes),
+        match_any=_match_any(raw.get("matchAny"), f"{where}.matchAny", notes),
+        ignored=tuple(n.removeprefix(where + ".") for n in notes),
     )
 
 
@@ -130,7 +160,7 @@ def _template(v: Any, where: str) -> Template | None:
     return Template(_scalar_str(v, where))
 
 
-def _taints(v: Any, where: str) -> tuple[TaintSpec, ...]:
+def _taints(v: Any, where: str, notes: list[str]) -> tuple[TaintSpec, ...]:
     if v is None:
         return ()
     if not isinstance(v, list):
@@ -139,6 +169,7 @@ def _taints(v: Any, where: str) -> tuple[TaintSpec, ...]:
     for i, t in enumerate(v):
         if not isinstance(t, Mapping):
             raise RuleParseError(f"{where}[{i}]: expected a mapping")
+        _unknown(t, _TAINT_KEYS, f"{where}[{i}]", notes)
         key = t.get("key")
         if not isinstance(key, str) or not key:
             raise RuleParseError(f"{where}[{i}].key: required")
@@ -154,7 +185,7 @@ def _taints(v: Any, where: str) -> tuple[TaintSpec, ...]:
     return tuple(out)
 
 
-def _match_any(v: Any, where: str) -> tuple[tuple[Term, ...], ...]:
+def _match_any(v: Any, where: str, notes: list[str]) -> tuple[tuple[Term, ...], ...]:
     if v is None:
         return ()
     if not isinstance(v, list):
@@ -165,21 +196,23 @@ def _match_any(v: Any, where: str) -> tuple[tuple[Term, ...], ...]:
             elem = {}
         if not isinstance(elem, Mapping):
             raise RuleParseError(f"{where}[{i}]: expected a mapping with matchFeatures")
-        out.append(_matcher(elem.get("matchFeatures"), f"{where}[{i}].matchFeatures"))
+        _unknown(elem, frozenset({"matchFeatures"}), f"{where}[{i}]", notes)
+        out.append(_matcher(elem.get("matchFeatures"), f"{where}[{i}].matchFeatures", notes))
     return tuple(out)
 
 
-def _matcher(v: Any, where: str) -> tuple[Term, ...]:
+def _matcher(v: Any, where: str, notes: list[str]) -> tuple[Term, ...]:
     if v is None:
         return ()
     if not isinstance(v, list):
         raise RuleParseError(f"{where}: expected a list")
-    return tuple(_term(t, f"{where}[{i}]") for i, t in enumerate(v))
+    return tuple(_term(t, f"{where}[{i}]", notes) for i, t in enumerate(v))
 
 
-def _term(v: Any, where: str) -> Term:
+def _term(v: Any, where: str, notes: list[str]) -> Term:
     if not isinstance(v, Mapping):
         raise RuleParseError(f"{where}: expected a mapping")
+    _unknown(v, _TERM_KEYS, where, notes)
     feature = v.get("feature")
     feature = "" if feature is None else _scalar_str(feature, f"{where}.feature")
     exprs_raw = v.get("matchExpressions")
@@ -187,13 +220,15 @@ def _term(v: Any, where: str) -> Term:
     if exprs_raw is not None:
         if not isinstance(exprs_raw, Mapping):
             raise RuleParseError(f"{where}.matchExpressions: expected a mapping")
-        exprs = tuple((str(k), parse_expr(e, f"{where}.matchExpressions.{k}")) for k, e in exprs_raw.items())
+        exprs = tuple(
+            (str(k), parse_expr(e, f"{where}.matchExpressions.{k}", notes)) for k, e in exprs_raw.items()
+        )
     name_raw = v.get("matchName")
-    name = None if name_raw is None else parse_expr(name_raw, f"{where}.matchName")
+    name = None if name_raw is None else parse_expr(name_raw, f"{where}.matchName", notes)
     return Term(feature=feature, expressions=exprs, name=name)
 
 
-def parse_expr(v: Any, where: str) -> Expr:
+def parse_expr(v: Any, where: str, notes: list[str] | None = None) -> Expr:
     if v is None:
         v = {}
     # Upstream's shorthand forms (still in its docs): a bare value or a list of values
@@ -206,6 +241,8 @@ def parse_expr(v: Any, where: str) -> Expr:
         return Expr(op="In", values=tuple(_scalar_str(x, f"{where}[{i}]") for i, x in enumerate(v)))
     if not isinstance(v, Mapping):
         raise RuleParseError(f"{where}: expected a mapping with op and value")
+    if notes is not None:
+        _unknown(v, _EXPR_KEYS, where, notes)
     op = v.get("op")
     op = "" if op is None else _scalar_str(op, f"{where}.op")
     raw_values = v.get("value")

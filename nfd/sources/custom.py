@@ -47,14 +47,19 @@ BUILTIN_RULES: tuple[Mapping[str, Any], ...] = (
 )
 
 
-def custom_rule_labels(rules: Sequence[Mapping[str, Any]], features: Features) -> Labels:
-    """Evaluate worker-side rules against the node's features; labels out, dynamic
-    ``@domain.feature.element`` values resolved."""
+def custom_rule_labels(
+    rules: Sequence[Mapping[str, Any]],
+    features: Features,
+    *,
+    builtin: Sequence[Mapping[str, Any]] = BUILTIN_RULES,
+) -> Labels:
+    """Evaluate worker-side rules (after ``builtin``) against the node's features; labels
+    out, dynamic ``@domain.feature.element`` values resolved."""
     from nfd.policy import dynamic_value
     from nfd.rules import RuleSet, evaluate
     from nfd.rules.model import Rule, RuleParseError, parse_rule
 
-    parsed: list[Rule] = []
+    parsed: list[Rule] = [parse_rule(raw, "built-in") for raw in builtin]
     for i, raw in enumerate(rules):
         if isinstance(raw, Mapping) and any(str(k).lower() == "matchon" for k in raw):
             log.warning("custom rule %r: the legacy matchOn format is not supported", raw.get("name"))
@@ -85,4 +90,20 @@ class CustomSource:
         return Features()
 
     def labels(self, features: Features, config: SourcesConfig) -> Labels:
-        return custom_rule_labels([*BUILTIN_RULES, *config.custom], features)
+        if not config.custom:
+            # The default configuration: only the two built-in rules, checked directly so
+            # that discovery does not load the rules engine (tests hold the two paths
+            # equal).
+            return builtin_labels(features)
+        return custom_rule_labels(config.custom, features)
+
+
+def builtin_labels(features: Features) -> Labels:
+    """BUILTIN_RULES without the engine: a PCI device of vendor 15b3; modules ib_uverbs
+    and rdma_ucm both loaded."""
+    out: Labels = {}
+    if any(dev.get("vendor") == "15b3" for dev in features.instances.get("pci.device", ())):
+        out["rdma.capable"] = "true"
+    if {"ib_uverbs", "rdma_ucm"} <= features.flags.get("kernel.loadedmodule", set()):
+        out["rdma.available"] = "true"
+    return out

@@ -27,8 +27,8 @@ def test_unprefixed_names_get_the_feature_namespace() -> None:
         ("kubernetes.io/a", False),
         ("node.kubernetes.io/a", False),
         # Upstream v0.19 denies only kubernetes.io and its sub-namespaces by default.
-        ("k8s.io/a", True),
-        ("x.k8s.io/a", True),
+        ("k8s.io/a", False),
+        ("x.k8s.io/a", False),
         ("nvidia.com/gpu.count", True),
         ("intel.feature.node.kubernetes.io/gpu", True),
     ],

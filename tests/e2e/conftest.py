@@ -14,11 +14,12 @@ Tests use the ``e2e`` fixture (an ``E2ECluster``).
 from __future__ import annotations
 
 import os
+import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -27,6 +28,7 @@ from tests.fakeapi import FakeApiServer, node_object
 ENV_KUBECONFIG = "NFD_E2E_KUBECONFIG"
 ENV_REAL = "NFD_E2E_REAL_CLUSTER"
 RUN_LABEL = "e2e.nfd.node.kubernetes.io/run"
+T = TypeVar("T")
 
 
 def real_cluster_requested() -> bool:
@@ -91,6 +93,24 @@ class E2ECluster:
             name, {"status": {"capacity": status["capacity"], "allocatable": status["allocatable"]}}
         )
         return name
+
+    def wait_for(self, predicate: Callable[[], T], *, timeout: float = 30.0, what: str = "condition") -> T:
+        """Wait until ``predicate()`` is truthy and return its value: on the fake, woken by
+        each change; on a real cluster, polled every 0.2 s. TimeoutError names ``what``."""
+        if self.fake is not None:
+            return self.fake.wait_for(predicate, timeout=timeout, what=what)
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{what} not reached within {timeout} s")
+            time.sleep(0.2)
+
+    def labels(self, name: str) -> dict[str, str]:
+        """A Node's labels, read through the API (works on both)."""
+        return dict(self.core_v1().read_node(name).metadata.labels or {})
 
     def cleanup(self) -> None:
         from kubernetes.client.rest import ApiException

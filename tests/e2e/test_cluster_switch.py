@@ -20,8 +20,8 @@ def test_nodes_made_for_the_test_take_labels_and_resources(e2e: E2ECluster) -> N
         name, [{"op": "add", "path": "/metadata/labels/feature.node.kubernetes.io~1x", "value": "1"}]
     )
     v1.patch_node_status(name, [{"op": "add", "path": "/status/capacity/example.com~1e2e", "value": "2"}])
+    assert e2e.wait_for(lambda: e2e.labels(name).get("feature.node.kubernetes.io/x"), timeout=10) == "1"
     node = v1.read_node(name)
-    assert node.metadata.labels["feature.node.kubernetes.io/x"] == "1"
     assert node.status.capacity["example.com/e2e"] == "2"
 
 

@@ -24,14 +24,12 @@ from typing import Any, TypeVar
 
 from .resources import (
     ALL_TYPES,
-    LEASES,
     NODE_FEATURE_RULES,
-    NODES,
     PODS,
     ResourceType,
 )
 from .server import ServerCore
-from .tokens import TokenRegistry, TokenUser
+from .tokens import TokenUser
 
 ADMIN_TOKEN = "fake-admin-token"
 
@@ -182,12 +180,21 @@ class Objects:
 class FakeApiServer(ServerCore):
     """The fake API server. ``start()`` (or ``with``) serves it on 127.0.0.1:<ephemeral>."""
 
-    store_types = ALL_TYPES
-
     def __init__(
-        self, *, host: str = "127.0.0.1", port: int = 0, api_audiences: tuple[str, ...] | None = None
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        api_audiences: tuple[str, ...] | None = None,
+        watch_history: int = 20_000,
+        log_keep: int = 500_000,
     ) -> None:
-        super().__init__(host=host, port=port, api_audiences=api_audiences)
+        """``watch_history``: changes kept for watches to resume from (older
+        resourceVersions get 410 Expired, as from the API server's watch cache);
+        ``log_keep``: request records kept."""
+        super().__init__(
+            host=host, port=port, api_audiences=api_audiences, watch_history=watch_history, log_keep=log_keep
+        )
         self.objects = Objects(self)
 
     def __enter__(self) -> FakeApiServer:
@@ -377,4 +384,4 @@ class FakeApiServer(ServerCore):
         )
 
 
-__all__ = ["LEASES", "NODES", "PODS", "FakeApiServer", "Objects", "TokenRegistry", "node_object"]
+__all__ = ["FakeApiServer", "Objects", "node_object"]

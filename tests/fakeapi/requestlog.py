@@ -10,7 +10,7 @@ from dataclasses import dataclass
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RequestRecord:
     seq: int
     method: str

@@ -7,6 +7,7 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from .errors import ApiError, invalid
@@ -71,6 +72,28 @@ def _qualified_name_error(key: str) -> str | None:
     if not _NAME.match(name):
         return "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_quantity(text: str) -> bool:
+    return _QUANTITY.match(text) is not None
+
+
+_SUFFIX = {
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": 1,
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+}  # fmt: skip
+
+
+def _is_whole_quantity(text: str) -> bool:
+    """Whether a quantity is a whole number ("2", "1k"; not "500m" or "1.5")."""
+    m = re.fullmatch(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([KMGTPE]i|[numkMGTPE]?)|[eE]([+-]?\d+))", text)
+    if not m:
+        return False
+    number = Decimal(m.group(1))
+    value = number * Decimal(10) ** int(m.group(3)) if m.group(3) else number * _SUFFIX[m.group(2) or ""]
+    return value == value.to_integral_value()
 
 
 def _label_value_error(value: Any) -> str | None:
@@ -142,7 +165,7 @@ def _validate_node(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
             err = _qualified_name_error(name)
             if err:
                 causes.append((f"status.{part}", name, err))
-            if not isinstance(value, str | int) or not _QUANTITY.match(str(value)):
+            if not isinstance(value, str | int) or not _is_quantity(str(value)):
                 causes.append(
                     (
                         f"status.{part}[{name}]",
@@ -150,7 +173,7 @@ def _validate_node(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
                         "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
                     )
                 )
-            elif "/" in name and not re.fullmatch(r"\d+", str(value)):
+            elif "/" in name and not _is_whole_quantity(str(value)):
                 # Extended resources (names with a domain) must be whole numbers.
                 causes.append((f"status.{part}[{name}]", str(value), "must be an integer"))
     for i, taint in enumerate((obj.get("spec") or {}).get("taints") or []):

@@ -28,7 +28,11 @@ from .selectors import field_matcher, label_matcher
 from .store import Store, Stored
 from .tokens import TokenRegistry
 
-_NOT_FOUND = ApiError(404, "the server could not find the requested resource", details={})
+
+def _no_such_path() -> ApiError:
+    return ApiError(404, "the server could not find the requested resource", details={})
+
+
 VERSION_INFO = {
     "major": "1",
     "minor": "33",
@@ -76,7 +80,7 @@ def _route(method: str, path: str, query: dict[str, list[str]]) -> _Route:
     elif len(parts) >= 3 and parts[0] == "apis":
         group, version, rest = parts[1], parts[2], parts[3:]
     else:
-        raise _NOT_FOUND
+        raise _no_such_path()
     if (group, version, rest) == ("authentication.k8s.io", "v1", ["tokenreviews"]):
         r.special, r.verb = "tokenreviews", "create"
         if method != "POST":
@@ -85,21 +89,21 @@ def _route(method: str, path: str, query: dict[str, list[str]]) -> _Route:
     if len(rest) >= 3 and rest[0] == "namespaces":
         r.namespace, rest = rest[1], rest[2:]
     if not rest or len(rest) > 3:
-        raise _NOT_FOUND
+        raise _no_such_path()
     rt = BY_PATH.get((group, version, rest[0]))
     if rt is None:
-        raise _NOT_FOUND
+        raise _no_such_path()
     r.rt = rt
     if len(rest) >= 2:
         r.name = rest[1]
     if len(rest) == 3:
         if rest[2] not in rt.subresources:
-            raise _NOT_FOUND
+            raise _no_such_path()
         r.subresource = rest[2]
     if rt.namespaced and r.name and not r.namespace:
-        raise _NOT_FOUND
+        raise _no_such_path()
     if not rt.namespaced and r.namespace:
-        raise _NOT_FOUND
+        raise _no_such_path()
     watch = (query.get("watch") or [""])[0] in ("true", "1")
     if r.name:
         r.verb = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, "")
@@ -235,7 +239,13 @@ class _Handler(BaseHTTPRequestHandler):
         return status["user"]["username"] if status.get("authenticated") else None
 
     def _read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:
+            self.close_connection = True  # the stream cannot be trusted past this request
+            return b""
         return self.rfile.read(length) if length > 0 else b""
 
     def _drop_connection(self) -> None:
@@ -303,6 +313,15 @@ class _Handler(BaseHTTPRequestHandler):
                     )
                 if injected is not None:
                     raise injected
+                if query.get("dryRun") and route.verb in (
+                    "create",
+                    "update",
+                    "patch",
+                    "delete",
+                    "deletecollection",
+                ):
+                    # Refused loudly rather than written for real.
+                    raise bad_request("dryRun is not implemented by this fake API server")
                 if route.verb == "watch":
                     self._watch(route, query, lambda: record(200))
                     return
@@ -316,6 +335,10 @@ class _Handler(BaseHTTPRequestHandler):
             except ApiError as e:
                 record(e.code)
                 self._send(e.code, json.dumps(e.status).encode(), e.headers)
+            except Exception as e:  # a bug of the fake's: answer as the API server's panic handler
+                err = ApiError(500, f"Internal error occurred: {type(e).__name__}: {e}")
+                record(500)
+                self._send(500, json.dumps(err.status).encode())
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         finally:
@@ -365,7 +388,7 @@ class _Handler(BaseHTTPRequestHandler):
         if route.verb == "patch":
             return 200, self._patch(rt, route, body).raw, None
         if route.verb == "delete":
-            opts = json.loads(body) if body.strip() else {}
+            opts = self._json_object(body) if body.strip() else {}
             pre = (opts.get("preconditions") or {}) if isinstance(opts, dict) else {}
             gone = store.delete(
                 rt, ns, route.name, uid=pre.get("uid"), resource_version=pre.get("resourceVersion")
@@ -390,6 +413,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise bad_request(f"json: cannot unmarshal request body: {e}") from None
         if not isinstance(obj, dict):
             raise bad_request("the request body must be a JSON object")
+        if not isinstance(obj.get("metadata", {}), dict):
+            raise bad_request("json: cannot unmarshal metadata: it must be an object")
         return obj
 
     @staticmethod
@@ -625,12 +650,18 @@ class ServerCore:
     """Owns the listening socket and its thread; FakeApiServer builds on it."""
 
     def __init__(
-        self, *, host: str = "127.0.0.1", port: int = 0, api_audiences: tuple[str, ...] | None = None
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        api_audiences: tuple[str, ...] | None = None,
+        watch_history: int = 20_000,
+        log_keep: int = 500_000,
     ) -> None:
-        self.store = Store()
+        self.store = Store(history=watch_history)
         self.tokens = TokenRegistry(api_audiences) if api_audiences else TokenRegistry()
         self.faults = Faults()
-        self.log = RequestLog()
+        self.log = RequestLog(keep=log_keep)
         self.stopping = threading.Event()
         # When True, requests need a bearer token the registry knows (401 otherwise).
         self.require_auth = False
@@ -639,6 +670,11 @@ class ServerCore:
         self._thread: threading.Thread | None = None
 
     def start(self) -> Any:
+        """Serve. After ``stop()`` this serves again on the same port with the same state,
+        so stop/start is an API server restart (connections refused in between)."""
+        self.stopping.clear()
+        with self.store.cond:
+            self.store.closed = False
         self._httpd = _Server((self._host, self._port), self)
         self._port = self._httpd.server_address[1]
         self._thread = threading.Thread(

@@ -28,14 +28,14 @@ def _encode(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Stored:
     obj: dict[str, Any]  # read-only by convention
     raw: bytes  # the object as JSON, kind and apiVersion first
     item_raw: bytes  # as a list item: built-in lists leave out kind and apiVersion
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Event:
     rv: int
     type: str  # ADDED, MODIFIED, DELETED
@@ -65,7 +65,7 @@ def _without_rv(obj: dict[str, Any]) -> dict[str, Any]:
 class Store:
     """Thread-safe. ``cond`` is notified on every change (and on close)."""
 
-    def __init__(self, *, history: int = 200_000) -> None:
+    def __init__(self, *, history: int = 20_000) -> None:
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
         self._rv = 1000

@@ -166,3 +166,20 @@ def test_wait_for_sees_changes_from_other_threads(fake_api: FakeApiServer, core_
     assert labels == "yes"
     with pytest.raises(TimeoutError, match="never"):
         fake_api.wait_for(lambda: False, timeout=0.1, what="never")
+
+
+def test_stop_start_is_a_restart_with_refused_connections(fake_api: FakeApiServer) -> None:
+    fake_api.create_node("n")
+    conf = fake_api.configuration()
+    conf.retries = 0
+    with client.ApiClient(conf) as api_client:
+        v1 = client.CoreV1Api(api_client)
+        rv = v1.read_node("n").metadata.resource_version
+        port = fake_api.port
+        fake_api.stop()
+        with pytest.raises(urllib3.exceptions.HTTPError):
+            v1.read_node("n")
+        fake_api.start()
+        assert fake_api.port == port
+        node = v1.read_node("n")  # same state after the restart
+        assert node.metadata.resource_version == rv

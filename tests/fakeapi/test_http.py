@@ -53,3 +53,35 @@ def test_bad_json_body_is_400(fake_api: FakeApiServer) -> None:
     resp = conn.getresponse()
     assert resp.status == 405 and json.loads(resp.read())["reason"] == "MethodNotAllowed"
     conn.close()
+
+
+def test_dry_run_is_refused_not_written(fake_api: FakeApiServer) -> None:
+    fake_api.create_node("n")
+    conn = http.client.HTTPConnection("127.0.0.1", fake_api.port, timeout=10)
+    body = json.dumps({"metadata": {"labels": {"a": "1"}}})
+    conn.request(
+        "PATCH",
+        "/api/v1/nodes/n?dryRun=All",
+        body=body,
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    resp = conn.getresponse()
+    assert resp.status == 400 and "dryRun" in json.loads(resp.read())["message"]
+    conn.close()
+    assert "a" not in fake_api.labels("n")
+
+
+def test_odd_bodies_get_status_answers(fake_api: FakeApiServer) -> None:
+    fake_api.create_node("n")
+    conn = http.client.HTTPConnection("127.0.0.1", fake_api.port, timeout=10)
+    for method, path, body in [
+        ("POST", "/api/v1/nodes", {"metadata": ["not", "an", "object"]}),
+        ("PUT", "/api/v1/nodes/n", [1, 2]),
+        ("DELETE", "/api/v1/nodes/n", "just a string"),
+    ]:
+        conn.request(method, path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        status = json.loads(resp.read())
+        assert resp.status == 400 and status["kind"] == "Status" and status["code"] == 400, (method, status)
+    conn.close()
+    assert fake_api.node("n")["metadata"]["name"] == "n"

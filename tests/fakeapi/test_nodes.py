@@ -175,12 +175,15 @@ def test_status_subresource_extended_resources(fake_api: FakeApiServer, core_v1:
     assert fake_api.capacity("n")["example.com/widget"] == "3"
     got = core_v1.read_node_status("n")
     assert got.status.capacity["example.com/widget"] == "3"
-    # Extended resources must be whole numbers.
-    with pytest.raises(ApiException) as e:
-        core_v1.patch_node_status(
-            "n", [{"op": "add", "path": "/status/capacity/example.com~1half", "value": "0.5"}]
-        )
-    assert e.value.status == 422 and _status(e.value)["reason"] == "Invalid"
+    # Extended resources must be whole numbers ("1k" is one, "500m" is not).
+    for bad in ("0.5", "500m", "lots"):
+        with pytest.raises(ApiException) as e:
+            core_v1.patch_node_status(
+                "n", [{"op": "add", "path": "/status/capacity/example.com~1x", "value": bad}]
+            )
+        assert e.value.status == 422 and _status(e.value)["reason"] == "Invalid"
+    core_v1.patch_node_status("n", [{"op": "add", "path": "/status/capacity/example.com~1x", "value": "1k"}])
+    assert fake_api.capacity("n")["example.com/x"] == "1k"
 
 
 def test_invalid_label_rejected(fake_api: FakeApiServer, core_v1: Any) -> None:

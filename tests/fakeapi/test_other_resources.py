@@ -211,3 +211,33 @@ def test_kubernetes_leaderelection_lease_lock(fake_api: FakeApiServer, fake_api_
     assert not b.update(name, NS, LeaderElectionRecord("master-b", "15", t1, t1))  # stale: 409
     assert fake_api.lease(name, NS)["spec"]["holderIdentity"] == "master-a"
     assert fake_api.log.count(verb="update", resource="leases.coordination.k8s.io", status=409) == 1
+
+
+def test_direct_state_access(fake_api: FakeApiServer, core_v1: Any) -> None:
+    """objects.* changes state as the API would: new resourceVersions, status kept apart."""
+    fake_api.create_node("n")
+    rv = int(fake_api.node("n")["metadata"]["resourceVersion"])
+    out = fake_api.objects.modify("nodes", "n", lambda o: o["metadata"]["labels"].update(k="v"))
+    assert out["metadata"]["labels"]["k"] == "v" and int(out["metadata"]["resourceVersion"]) > rv
+    # A plain modify leaves status alone; subresource="status" changes it.
+    fake_api.objects.modify("nodes", "n", lambda o: o["status"]["capacity"].update(cpu="64"))
+    assert fake_api.capacity("n")["cpu"] == "2"
+    fake_api.objects.modify(
+        "nodes", "n", lambda o: o["status"]["capacity"].update(cpu="64"), subresource="status"
+    )
+    assert core_v1.read_node("n").status.capacity["cpu"] == "64"
+    # set stores a whole object, status included, creating it when missing.
+    node = fake_api.node("n")
+    node["metadata"]["labels"] = {"only": "this"}
+    node["status"]["capacity"] = {"cpu": "1"}
+    fake_api.objects.set("nodes", node)
+    assert fake_api.labels("n") == {"only": "this"} and fake_api.capacity("n") == {"cpu": "1"}
+    fake_api.objects.set(
+        "leases", {"metadata": {"name": "l", "namespace": NS}, "spec": {"holderIdentity": "x"}}
+    )
+    assert fake_api.lease("l", NS)["spec"]["holderIdentity"] == "x"
+    assert [p["metadata"]["name"] for p in fake_api.objects.list("leases", NS)] == ["l"]
+    fake_api.objects.delete("leases", "l", NS)
+    assert not fake_api.objects.exists("leases", "l", NS)
+    with pytest.raises(KeyError):
+        fake_api.objects.get("widgets", "x")

@@ -109,3 +109,22 @@ def test_watch_custom_objects(fake_api: FakeApiServer, fake_api_client: Any) -> 
     t.join()
     kind, obj = events[0]
     assert kind == "ADDED" and obj["metadata"]["name"] == "r1" and obj["kind"] == "NodeFeatureRule"
+
+
+def test_watch_history_is_bounded() -> None:
+    """Like the API server's watch cache: a watch from a resourceVersion the history no
+    longer reaches gets 410 Expired; recent ones still resume."""
+    with FakeApiServer(watch_history=10) as api:
+        api.create_node("n")
+        start = api.store.resource_version
+        for i in range(30):
+            api.objects.modify("nodes", "n", lambda o, i=i: o["metadata"]["labels"].update(i=str(i)))
+        v1 = client.CoreV1Api(api.api_client())
+        try:
+            _collect(v1.list_node, 1, resource_version=str(start), timeout_seconds=5)
+            raise AssertionError("expected 410")
+        except client.rest.ApiException as e:
+            assert e.status == 410
+        recent = str(api.store.resource_version - 3)
+        events = _collect(v1.list_node, 3, resource_version=recent, timeout_seconds=5)
+        assert [o.metadata.labels["i"] for _, o in events] == ["27", "28", "29"]
