@@ -63,15 +63,11 @@ def test_api_server_down_then_back_latest_features_applied(fake_api, mode):
         assert fake_api.labels("n1")[f"{FNS}/fixture-v"] == "3"
         assert fake_api.labels("n2")[f"{FNS}/fixture-v"] == "1"
         ok = [r.name for r in fake_api.log.records(verb="patch", resource="nodes", status=200)]
-        if mode == "503":
-            # One write per node once the API server is back: the newest features; what
-            # came in meanwhile was coalesced, never written.
-            assert sorted(ok) == ["n1", "n2"]
-        else:
-            # Connections dropped unanswered: a write may have landed without the master
-            # hearing of it, so it may be repeated (idempotent), but not more.
-            assert ok.count("n1") <= 2 and ok.count("n2") <= 2
-        assert m.view("n1")["inSync"] is True and m.view("n1")["lastError"] == ""
+        # n2 changed once: one write. n1's three versions: the newest written, plus at
+        # most one older write that was already on the wire when the API server came
+        # back; the versions queued meanwhile were coalesced, never written.
+        assert ok.count("n2") == 1
+        assert 1 <= ok.count("n1") <= 2
 
 
 def test_restart_neither_removes_nor_re_adds(fake_api):
