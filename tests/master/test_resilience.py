@@ -63,10 +63,11 @@ def test_api_server_down_then_back_latest_features_applied(fake_api, mode):
         assert fake_api.labels("n1")[f"{FNS}/fixture-v"] == "3"
         assert fake_api.labels("n2")[f"{FNS}/fixture-v"] == "1"
         ok = [r.name for r in fake_api.log.records(verb="patch", resource="nodes", status=200)]
-        # n2 changed once: one write. n1's three versions: the newest written, plus at
-        # most one older write that was already on the wire when the API server came
-        # back; the versions queued meanwhile were coalesced, never written.
-        assert ok.count("n2") == 1
+        # n2 changed once: one write (with connections dropped unanswered, a write may
+        # land unheard and be repeated, idempotently). n1's three versions: the newest
+        # written, plus at most one older write already on the wire when the API server
+        # came back; the versions queued meanwhile were coalesced, never written.
+        assert ok.count("n2") == 1 if mode == "503" else 1 <= ok.count("n2") <= 2
         assert 1 <= ok.count("n1") <= 2
 
 
