@@ -113,3 +113,18 @@ def test_node_missing_then_registered(fake_api):
         fake_api.create_node("late")
         wait_for(m.settled, what="publish once the Node exists")
         assert fake_api.labels("late")[f"{FNS}/fixture-a"] == "1"
+
+
+def test_deleted_node_is_forgotten_at_resync(fake_api):
+    fake_api.create_node("stay")
+    fake_api.create_node("gone")
+    with kube_master(fake_api, kube__resync_period_s=0.2) as m:
+        m.put("stay", {"a": "1"})
+        m.put("gone", {"a": "1"})
+        wait_for(m.settled, what="publish")
+        fake_api.delete_node("gone")
+        wait_for(lambda: m.client.get("/api/v1/nodes/gone").status_code == 404, what="forgotten")
+        assert m.view("stay")["inSync"] is True
+        assert "nfd_master_nodes 1.0" in m.client.get("/metrics").text
+        # Its worker, if still running, is welcome back: the record is made anew.
+        assert m.put("gone", {"a": "1"}).status_code == 200
