@@ -11,8 +11,6 @@ of attribute maps). Serialised in upstream's JSON shape::
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,10 +82,15 @@ class Features:
         }
 
     def to_json(self, *, indent: int | None = None) -> str:
+        import json
+
         return json.dumps(self.to_dict(), indent=indent, sort_keys=indent is not None)
 
     def digest(self) -> str:
         """A content hash: equal features give equal digests, whatever their build order."""
+        import hashlib
+        import json
+
         canon = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canon.encode()).hexdigest()
 
@@ -132,6 +135,8 @@ class Features:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Features:
+        import json
+
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:

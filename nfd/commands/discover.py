@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -79,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         doc = {"labels": labelled.labels, "features": result.features.to_dict()}
         if args.output == "json":
+            import json
+
             out.write(json.dumps(doc, indent=2) + "\n")
         else:
             import yaml

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import platform
 import re
 from dataclasses import dataclass, field
 
@@ -78,7 +77,7 @@ class CpuSource:
         """``reader`` answers CPUID (default: the CPU itself, on x86-64); ``arch`` overrides
         the machine architecture (tests replaying another machine's facts)."""
         self._reader = reader
-        self._arch = normalize_arch(arch if arch is not None else platform.machine())
+        self._arch = normalize_arch(arch if arch is not None else os.uname().machine)
         self._static: tuple[HostRoot, StaticFacts] | None = None
         self._native_refused = False  # CPUID could not be executed: do not retry or re-log
 

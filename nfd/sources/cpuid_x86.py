@@ -14,10 +14,8 @@ recorded on a real machine (:class:`ReplayCpuid`) exactly as the live CPU would 
 from __future__ import annotations
 
 import ctypes
-import json
 import mmap
 import os
-import platform
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
@@ -58,8 +56,9 @@ class NativeCpuid:
     source keeps it for its lifetime); ``close()`` unmaps the code page."""
 
     def __init__(self) -> None:
-        if platform.machine().lower() not in _X86_64 or ctypes.sizeof(ctypes.c_void_p) != 8:
-            raise CpuidUnavailable(f"CPUID needs x86-64, this is {platform.machine() or 'unknown'}")
+        machine = os.uname().machine
+        if machine.lower() not in _X86_64 or ctypes.sizeof(ctypes.c_void_p) != 8:
+            raise CpuidUnavailable(f"CPUID needs x86-64, this is {machine or 'unknown'}")
         libc = ctypes.CDLL(None, use_errno=True)
         mmap_fn = libc.mmap
         mmap_fn.restype = ctypes.c_void_p
@@ -154,6 +153,8 @@ class ReplayCpuid:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> ReplayCpuid:
+        import json
+
         with open(path, encoding="utf-8") as f:
             return cls.from_dict(json.load(f))
 
