@@ -4,14 +4,20 @@ when that command runs, so ``nfd discover`` never loads the master's libraries."
 from __future__ import annotations
 
 import argparse
-import importlib
-import logging
 import os
 import sys
-from collections.abc import Sequence
-from typing import Protocol, cast
 
 from nfd import __version__
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Protocol
+
+    class CommandModule(Protocol):
+        def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+        def run(self, args: argparse.Namespace) -> int: ...
 
 # command -> (module, one-line help). Each module has add_arguments(parser) and
 # run(args) -> int, and imports nothing heavy at module level.
@@ -32,12 +38,6 @@ class CliError(Exception):
         self.code = code
 
 
-class CommandModule(Protocol):
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
-
-    def run(self, args: argparse.Namespace) -> int: ...
-
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         # argparse prints usage + message and exits 2; keep it to one line.
@@ -45,7 +45,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def command_module(name: str) -> CommandModule:
-    return cast(CommandModule, importlib.import_module(COMMANDS[name][0]))
+    module = COMMANDS[name][0]
+    __import__(module)
+    found: CommandModule = sys.modules[module]
+    return found
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -70,16 +73,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def setup_logging(level: str, fmt: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        from nfd.logfmt import JsonFormatter
+    """Root logger to stderr; applied when logging is first imported (``nfd discover``
+    usually never imports it)."""
+    from nfd.lazylog import configure
 
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    configure(level, fmt)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

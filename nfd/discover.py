@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -10,9 +9,10 @@ from dataclasses import dataclass, field
 from nfd.config import SourcesConfig
 from nfd.features import Features
 from nfd.hostroot import HostRoot
+from nfd.lazylog import get_logger
 from nfd.sources import FeatureSource
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass

@@ -3,17 +3,17 @@ come here, so a node gets the same labels whoever computes them."""
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from nfd.config import WorkerConfig
 from nfd.features import Features, Labels
+from nfd.lazylog import get_logger
 from nfd.policy import DEFAULT_POLICY, Policy, filter_labels
 from nfd.sources import FeatureSource
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 # Sources whose label names are used as they are, without "<source>-" in front.
 _UNMANGLED = frozenset({"local", "custom"})

@@ -7,15 +7,15 @@ registers itself on import, and a second source of the same name is refused.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
+from nfd.lazylog import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 @runtime_checkable

@@ -11,7 +11,6 @@ read on every discovery.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
+from nfd.lazylog import get_logger
 from nfd.sources._read import list_dir, read_bytes, read_line, read_text
 from nfd.sources.cpu_hwcap import (
     AT_HWCAP,
@@ -34,7 +34,7 @@ from nfd.sources.cpu_hwcap import (
 from nfd.sources.cpuid_names import UNKNOWN_VENDOR, X86Facts, decode, facts_from_cpuinfo, hypervisor_label
 from nfd.sources.cpuid_x86 import CpuidReader, CpuidUnavailable, NativeCpuid
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 # Security attributes kept for rules (extended resources) but never labelled, as upstream.
 _SECURITY_NO_LABEL = frozenset({"tdx.total_keys", "sgx.epc", "sev.encrypted_state_ids", "sev.asids"})

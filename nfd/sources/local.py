@@ -17,7 +17,6 @@ removed feature hooks.
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from pathlib import Path
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
+from nfd.lazylog import get_logger
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     # when a file has an expiry-time directive.
     Now = datetime | Callable[[], datetime]
 
-log = logging.getLogger("nfd.sources")
+log = get_logger("nfd.sources")
 
 MAX_FILE_SIZE = 64 * 1024
 DIRECTIVE_PREFIX = "# +"
