@@ -12,8 +12,9 @@ of attribute maps). Serialised in upstream's JSON shape::
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+from nfd.record import Record, field
 
 Labels = dict[str, str]
 Instance = dict[str, str]
@@ -23,8 +24,7 @@ class FeatureFormatError(ValueError):
     """A serialised feature set does not have upstream's shape; the message names where."""
 
 
-@dataclass
-class Features:
+class Features(Record):
     flags: dict[str, set[str]] = field(default_factory=dict)
     attributes: dict[str, dict[str, str]] = field(default_factory=dict)
     instances: dict[str, list[Instance]] = field(default_factory=dict)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from nfd.config import WorkerConfig
 from nfd.features import Features, Labels
 from nfd.lazylog import get_logger
 from nfd.policy import DEFAULT_POLICY, Policy, filter_labels
+from nfd.record import Record, field
 from nfd.sources import FeatureSource
 
 log = get_logger(__name__)
@@ -19,8 +19,7 @@ log = get_logger(__name__)
 _UNMANGLED = frozenset({"local", "custom"})
 
 
-@dataclass
-class LabelResult:
+class LabelResult(Record):
     labels: Labels = field(default_factory=dict)  # qualified names, accepted
     rejected: dict[str, str] = field(default_factory=dict)  # name -> reason
     errors: dict[str, str] = field(default_factory=dict)  # source -> error

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nfd.features import Features
+from nfd.record import Record, field
 
 if TYPE_CHECKING:
     from decimal import Decimal
@@ -36,8 +36,7 @@ _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(Record, frozen=True):
     """The master's publishing policy (``--extra-label-ns``, ``--deny-label-ns``,
     ``--label-whitelist``, ``--enable-taints``)."""
 
@@ -285,8 +284,7 @@ def parse_quantity(text: str) -> Decimal:
 # -- what the master publishes from rule output ----------------------------------------
 
 
-@dataclass
-class Published:
+class Published(Record):
     """What may be written to the Node, names qualified, and what was refused and why
     (per kind: ``labels``, ``annotations``, ``extendedResources``, ``taints``)."""
 

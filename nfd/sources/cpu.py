@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
 from nfd.lazylog import get_logger
+from nfd.record import Record, field
 from nfd.sources._read import list_dir, read_bytes, read_line, read_text
 from nfd.sources.cpu_hwcap import (
     AT_HWCAP,
@@ -56,8 +56,7 @@ def normalize_arch(machine: str) -> str:
     return m or "unknown"
 
 
-@dataclass(frozen=True)
-class StaticFacts:
+class StaticFacts(Record, frozen=True):
     """What one read of the CPU gives; kept for the source instance's lifetime."""
 
     arch: str

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Protocol
 
+from nfd.record import Record, field
 from nfd.sources.cpuid_x86 import CpuidReader, Regs
 
 EAX, EBX, ECX, EDX = 0, 1, 2, 3
@@ -156,8 +156,7 @@ def level_flags(level: int) -> list[str]:
     return [f"X86_64_V{n}" for n in range(1, level + 1)]
 
 
-@dataclass(frozen=True)
-class X86Facts:
+class X86Facts(Record, frozen=True):
     """What one CPUID read of an x86 CPU gives the cpu source."""
 
     vendor: str = UNKNOWN_VENDOR  # klauspost Vendor name: Intel, AMD, Hygon, VendorUnknown ...

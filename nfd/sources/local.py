@@ -20,13 +20,13 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
 from nfd.lazylog import get_logger
+from nfd.record import Record, field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
@@ -42,8 +42,7 @@ MAX_FILE_SIZE = 64 * 1024
 DIRECTIVE_PREFIX = "# +"
 
 
-@dataclass
-class ParsedFile:
+class ParsedFile(Record):
     features: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
