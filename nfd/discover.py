@@ -10,7 +10,10 @@ from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.lazylog import get_logger
 from nfd.record import Record, field
-from nfd.sources import FeatureSource
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from nfd.sources import FeatureSource
 
 log = get_logger(__name__)
 

@@ -12,9 +12,12 @@ of attribute maps). Serialised in upstream's JSON shape::
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from nfd.record import Record, field
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from typing import Any
 
 Labels = dict[str, str]
 Instance = dict[str, str]

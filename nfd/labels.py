@@ -11,7 +11,10 @@ from nfd.features import Features, Labels
 from nfd.lazylog import get_logger
 from nfd.policy import DEFAULT_POLICY, Policy, filter_labels
 from nfd.record import Record, field
-from nfd.sources import FeatureSource
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from nfd.sources import FeatureSource
 
 log = get_logger(__name__)
 

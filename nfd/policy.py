@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 
 from nfd.features import Features
 from nfd.record import Record, field
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
     from decimal import Decimal
 

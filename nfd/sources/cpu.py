@@ -32,7 +32,11 @@ from nfd.sources.cpu_hwcap import (
     parse_auxv,
 )
 from nfd.sources.cpuid_names import UNKNOWN_VENDOR, X86Facts, decode, facts_from_cpuinfo, hypervisor_label
-from nfd.sources.cpuid_x86 import CpuidReader, CpuidUnavailable, NativeCpuid
+from nfd.sources.cpuid_x86 import CpuidUnavailable, NativeCpuid
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from nfd.sources.cpuid_x86 import CpuidReader
 
 log = get_logger(__name__)
 

@@ -15,18 +15,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Protocol
 
 from nfd.record import Record, field
-from nfd.sources.cpuid_x86 import CpuidReader, Regs
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    from nfd.sources.cpuid_x86 import CpuidReader, Regs
+
+    class _Leaf(Protocol):
+        """A range-checked CPUID read: zeros for leaves above the CPU's maximum."""
+
+        def __call__(self, n: int, sub: int = 0) -> Regs: ...
+
 
 EAX, EBX, ECX, EDX = 0, 1, 2, 3
-
-
-class _Leaf(Protocol):
-    """A range-checked CPUID read: zeros for leaves above the CPU's maximum."""
-
-    def __call__(self, n: int, sub: int = 0) -> Regs: ...
 
 
 # (leaf, subleaf, register, bit, name) for bits that need no gate beyond the leaf being

@@ -17,24 +17,28 @@ import ctypes
 import mmap
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from nfd.sources.protocols import CpuidReader as CpuidReader
 
 Regs = tuple[int, int, int, int]
 
 
+def __getattr__(name: str) -> object:
+    # CpuidReader (a typing.Protocol) lives in nfd.sources.protocols so that discovery does
+    # not import typing; it is still importable from here.
+    if name == "CpuidReader":
+        from nfd.sources.protocols import CpuidReader
+
+        return CpuidReader
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 class CpuidUnavailable(RuntimeError):
     """CPUID cannot be executed here (not x86-64, or executable memory refused)."""
-
-
-class CpuidReader(Protocol):
-    def cpuid(self, leaf: int, subleaf: int = 0) -> Regs:
-        """(eax, ebx, ecx, edx) for ``leaf``/``subleaf``."""
-        ...
-
-    def xgetbv(self, index: int) -> int:
-        """The 64-bit extended control register ``index`` (XCR0 for 0). Only valid when
-        CPUID.1:ECX.OSXSAVE is set; callers check that first, as the CPU faults otherwise."""
-        ...
 
 
 # void cpuid(uint32 leaf /*edi*/, uint32 subleaf /*esi*/, uint32 out[4] /*rdx*/)
