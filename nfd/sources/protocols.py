@@ -37,7 +37,6 @@ class FeatureSource(Protocol):
         ...
 
 
-
 class CpuidReader(Protocol):
     def cpuid(self, leaf: int, subleaf: int = 0) -> Regs:
         """(eax, ebx, ecx, edx) for ``leaf``/``subleaf``."""

@@ -1,0 +1,80 @@
+"""nfd.record: value classes that behave as the dataclasses they replace."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from nfd.config import CoreConfig, KernelConfig, SourcesConfig, WorkerConfig
+from nfd.features import Features
+from nfd.hostroot import HostRoot
+from nfd.policy import Policy
+from nfd.record import Record, field, replace
+
+
+class Point(Record, frozen=True):
+    x: int
+    y: int = 0
+    tags: tuple[str, ...] = ()
+
+
+class Bag(Record):
+    items: list[int] = field(default_factory=list)
+    note: str = field(default="", compare=False, repr=False)
+
+
+def test_init_eq_hash_repr_as_a_dataclass() -> None:
+    assert Point(1) == Point(x=1, y=0) == Point(1, 0, ())
+    assert Point(1) != Point(2) and Point(1) != (1, 0, ())
+    assert hash(Point(1, 2)) == hash(Point(1, 2))
+    assert repr(Point(1, 2)) == "Point(x=1, y=2, tags=())"
+    with pytest.raises(TypeError, match="missing required argument: 'x'"):
+        Point()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'z'"):
+        Point(1, z=3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="multiple values"):
+        Point(1, x=2)  # type: ignore[misc]
+    with pytest.raises(TypeError, match="positional arguments"):
+        Point(1, 2, (), 4)  # type: ignore[call-arg]
+
+
+def test_frozen_and_mutable() -> None:
+    p = Point(1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.x = 2  # type: ignore[misc]
+    a, b = Bag(), Bag()
+    a.items.append(1)
+    assert b.items == []  # a fresh default per instance
+    b.items.append(1)
+    b.note = "other"
+    assert a == b and repr(a) == "Bag(items=[1])"
+    with pytest.raises(TypeError):
+        hash(a)
+
+
+def test_dataclasses_functions_work_on_records() -> None:
+    cfg = SourcesConfig()
+    assert dataclasses.is_dataclass(cfg)
+    assert [f.name for f in dataclasses.fields(KernelConfig)] == ["kconfig_file", "config_opts"]
+    changed = dataclasses.replace(cfg, kernel=dataclasses.replace(cfg.kernel, kconfig_file="/k"))
+    assert type(changed) is SourcesConfig and changed.kernel.kconfig_file == "/k"
+    assert changed.pci == cfg.pci and cfg.kernel.kconfig_file == ""
+    assert dataclasses.asdict(WorkerConfig())["core"]["feature_sources"] == ("all",)
+    key = next(f for f in dataclasses.fields(CoreConfig) if f.name == "label_whitelist")
+    assert key.metadata["key"] == "labelWhiteList"
+    assert replace(Point(1), y=5) == Point(1, 5)
+
+
+def test_shared_classes_keep_their_dataclass_behaviour() -> None:
+    host = HostRoot.under("/h")
+    assert host == HostRoot.under("/h") and host != HostRoot()
+    assert str(host.sys) == "/h/sys" and hash(host) == hash(HostRoot.under("/h"))
+    # Policy's compiled whitelist is neither compared nor shown.
+    p = Policy.build(label_whitelist="^a")
+    assert p == Policy(label_whitelist="^a") and "whitelist_re" not in repr(p)
+    assert isinstance(p._whitelist_re, re.Pattern)
+    f = Features()
+    f.set_flags("cpu.cpuid", ["AVX"])
+    assert f == Features(flags={"cpu.cpuid": {"AVX"}}) and f != Features()
