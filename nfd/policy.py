@@ -253,7 +253,8 @@ def check_taint(key: str, value: str, effect: str, policy: Policy = DEFAULT_POLI
 
 # -- Kubernetes quantities -------------------------------------------------------------
 
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE]|)$")
+# Compiled on first use (re caches it): discovery never parses a quantity.
+_QUANTITY = r"^([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE]|)$"
 # Suffix -> (base, exponent); decimal is imported on first use, as only rule output
 # with extended resources needs it.
 _SUFFIX: dict[str, tuple[int, int]] = {
@@ -265,7 +266,7 @@ _SUFFIX: dict[str, tuple[int, int]] = {
 
 def parse_quantity(text: str) -> Decimal:
     """A Kubernetes resource quantity (``4``, ``100m``, ``1Gi``, ``1e3``) as a number."""
-    m = _QUANTITY.match(text.strip()) if isinstance(text, str) else None
+    m = re.match(_QUANTITY, text.strip()) if isinstance(text, str) else None
     if not m or text.strip() != text:
         raise ValueError(f"{text!r} is not a valid quantity")
     from decimal import Decimal, InvalidOperation

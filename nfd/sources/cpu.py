@@ -42,8 +42,9 @@ log = get_logger(__name__)
 
 # Security attributes kept for rules (extended resources) but never labelled, as upstream.
 _SECURITY_NO_LABEL = frozenset({"tdx.total_keys", "sgx.epc", "sev.encrypted_state_ids", "sev.asids"})
-_HV_CLEAN = re.compile(r"[^-A-Za-z0-9_.]+")
-_LABEL_VALUE = re.compile(r"^$|^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+# Patterns of rare paths, compiled (and cached by re) on first use, not at import.
+_HV_CLEAN = r"[^-A-Za-z0-9_.]+"
+_LABEL_VALUE = r"^$|^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 
 
 def normalize_arch(machine: str) -> str:
@@ -196,7 +197,7 @@ class CpuSource:
             labels["coprocessor.nx_gzip"] = nx
         # Hybrid parts (not in upstream v0.19): which logical CPUs are of each core type.
         for kind, cpus in attrs.get("cpu.hybrid", {}).items():
-            if _LABEL_VALUE.match(cpus):
+            if re.match(_LABEL_VALUE, cpus):
                 labels[kind] = cpus
         return labels
 
@@ -213,7 +214,7 @@ def _hypervisor(host: HostRoot, st: StaticFacts) -> str:
             if "Control Program:" in line:
                 value = line.split(":", 1)[1].strip()
                 if value:
-                    return _HV_CLEAN.sub("_", value)
+                    return re.sub(_HV_CLEAN, "_", value)
                 break
     if st.x86 is not None and st.x86.is_vm:
         return hypervisor_label(st.x86) if st.x86.source == "cpuid" else "unknown"

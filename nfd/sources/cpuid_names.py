@@ -497,12 +497,12 @@ def _int(text: str | None) -> int:
         return 0
 
 
-_HV_CLEAN = re.compile(r"[^-A-Za-z0-9_.]+")
+_HV_CLEAN = r"[^-A-Za-z0-9_.]+"  # compiled on first use
 
 
 def hypervisor_label(facts: X86Facts) -> str:
     """cpu.model hypervisor value for an x86 guest, as upstream derives it."""
     if facts.hypervisor_vendor != UNKNOWN_VENDOR:
         return facts.hypervisor_vendor.lower()
-    clean = _HV_CLEAN.sub("_", facts.hypervisor_string)
+    clean = re.sub(_HV_CLEAN, "_", facts.hypervisor_string)
     return clean or "unknown"
