@@ -32,6 +32,19 @@ class Features(Record):
     attributes: dict[str, dict[str, str]] = field(default_factory=dict)
     instances: dict[str, list[Instance]] = field(default_factory=dict)
 
+    def __init__(
+        self,
+        flags: dict[str, set[str]] | None = None,
+        attributes: dict[str, dict[str, str]] | None = None,
+        instances: dict[str, list[Instance]] | None = None,
+    ) -> None:
+        # Written out rather than Record's generic __init__: every source builds one or
+        # more per pass.
+        d = self.__dict__
+        d["flags"] = {} if flags is None else flags
+        d["attributes"] = {} if attributes is None else attributes
+        d["instances"] = {} if instances is None else instances
+
     # -- building -------------------------------------------------------------------
     def set_flags(self, name: str, names: Iterable[str]) -> None:
         self.flags[name] = set(names)

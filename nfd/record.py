@@ -118,6 +118,7 @@ class Record:
     _factories: ClassVar[dict[str, Callable[[], Any]]] = {}
     _metadata: ClassVar[dict[str, Mapping[str, Any]]] = {}
     _frozen: ClassVar[bool] = False
+    _all_compared: ClassVar[bool] = True
     __dataclass_fields__: ClassVar[Any] = _DataclassFields()
 
     def __init_subclass__(cls, *, frozen: bool = False, **kwargs: Any) -> None:
@@ -156,6 +157,7 @@ class Record:
         cls._types, cls._defaults, cls._factories = types, defaults, factories
         cls._metadata = metadata
         cls._frozen = frozen or cls._frozen
+        cls._all_compared = cls._compared == cls._fields
         if not cls._frozen:
             cls.__hash__ = None  # type: ignore[assignment]  # mutable and compared by value
 
@@ -186,12 +188,16 @@ class Record:
                 raise TypeError(f"{cls.__name__}.__init__() missing required argument: {name!r}")
 
     def _compare_key(self) -> tuple[Any, ...]:
+        # Field by field, in order: what a dataclass's __eq__ and __hash__ compare.
         d = self.__dict__
         return tuple(d[n] for n in self._compared)
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
+        mine, theirs = self.__dict__, other.__dict__
+        if self._all_compared and len(mine) == len(theirs) == len(self._fields):
+            return mine == theirs  # the same keys: equal exactly when every field is (faster)
         return self._compare_key() == other._compare_key()
 
     def __hash__(self) -> int:
