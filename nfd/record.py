@@ -193,6 +193,8 @@ class Record:
         return tuple(d[n] for n in self._compared)
 
     def __eq__(self, other: object) -> bool:
+        if other is self:
+            return True
         if other.__class__ is not self.__class__:
             return NotImplemented
         mine, theirs = self.__dict__, other.__dict__
