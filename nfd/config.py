@@ -178,10 +178,10 @@ def _hints(cls: type) -> dict[str, Any]:
     import sys
     import typing
 
+    local = {"Any": typing.Any}  # imported here only for type checking
     if not issubclass(cls, Record):
-        return typing.get_type_hints(cls)
+        return typing.get_type_hints(cls, localns=local)
     ns = vars(sys.modules[cls.__module__])
-    local = {"Any": typing.Any}
     return {
         n: eval(tp, ns, local) if isinstance(tp, str) else tp  # our own annotations
         for n, tp in cls._types.items()
