@@ -220,7 +220,7 @@ def _convert(tp: Any, value: Any, warnings: list[str], where: str) -> Any:
             raise ConfigError(f"{where}: expected a list")
         (item_tp, _ellipsis) = typing.get_args(tp)
         return tuple(_convert(item_tp, v, warnings, f"{where}[{i}]") for i, v in enumerate(value))
-    if origin in (Mapping, dict) or tp is Any or origin is types.UnionType:
+    if origin in (Mapping, dict) or tp is typing.Any or origin is types.UnionType:
         return value
     raise ConfigError(f"{where}: unsupported setting type {tp}")  # pragma: no cover
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
 import pytest
 
-from nfd.config import CoreConfig, KernelConfig, SourcesConfig, WorkerConfig
+from nfd.config import CoreConfig, KernelConfig, SourcesConfig, WorkerConfig, from_mapping
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.policy import Policy
@@ -78,3 +79,23 @@ def test_shared_classes_keep_their_dataclass_behaviour() -> None:
     f = Features()
     f.set_flags("cpu.cpuid", ["AVX"])
     assert f == Features(flags={"cpu.cpuid": {"AVX"}}) and f != Features()
+
+
+@dataclasses.dataclass(frozen=True)
+class _PlainGroup:
+    names: tuple[str, ...] = ()
+    raw: Any = None
+
+
+class _Top(Record, frozen=True):
+    plain: _PlainGroup = field(default_factory=_PlainGroup)
+    raw: Any = None
+
+
+def test_config_loader_takes_records_and_plain_dataclass_groups() -> None:
+    warnings: list[str] = []
+    top = from_mapping(
+        _Top, {"plain": {"names": ["a"], "raw": {"x": 1}, "bogus": 1}, "raw": [1]}, warnings=warnings
+    )
+    assert top == _Top(plain=_PlainGroup(names=("a",), raw={"x": 1}), raw=[1])
+    assert warnings == ["plain: unknown key 'bogus' ignored"]
