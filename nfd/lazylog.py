@@ -26,13 +26,18 @@ if TYPE_CHECKING:
     from typing import Any
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-_LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
+# logging's level names (logging._nameToLevel), known here without importing logging.
+_LEVELS = {
+    "CRITICAL": 50, "FATAL": 50, "ERROR": 40, "WARN": 30, "WARNING": 30, "INFO": 20, "DEBUG": 10, "NOTSET": 0,
+}  # fmt: skip
 
 
 def configure(level: str, fmt: str) -> None:
     """One handler on the root logger, writing ``fmt`` ("text" or "json") lines to
     stderr, at ``level`` (debug, info, warning, error). Deferred until logging is
     imported."""
+    if level.upper() not in _LEVELS:
+        raise ValueError(f"Unknown level: {level.upper()!r}")  # as logging says it, at once
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _ConfigureOnImport)]
     if "logging" in sys.modules:
         apply(level, fmt)

@@ -6,6 +6,7 @@ Each check runs in a fresh interpreter, so nothing the test process loaded count
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -167,3 +168,13 @@ def test_fast_path_parses_as_argparse_does(argv: list[str], monkeypatch: pytest.
 def test_fast_path_leaves_the_rest_to_argparse(argv: list[str]) -> None:
     command = next((a for a in argv if a in ("discover", "rules")), None)
     assert parse_fast(argv, command) is None
+
+
+def test_unknown_level_from_the_environment_is_still_an_error() -> None:
+    # argparse does not check defaults; logging refused the level when it was set up.
+    p = subprocess.run(
+        [sys.executable, "-m", "nfd", "discover", "--host-root", str(FIXTURE_HOST)],
+        capture_output=True, text=True, env={**os.environ, "NFD_LOG_LEVEL": "loud"},
+    )  # fmt: skip
+    assert p.returncode == 1 and p.stdout == ""
+    assert p.stderr.strip() == "nfd discover: internal error: ValueError: Unknown level: 'LOUD'"
