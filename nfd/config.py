@@ -19,6 +19,7 @@ nested groups, Mapping/Any kept raw)::
         ...
         gpu: GpuConfig = field(default_factory=GpuConfig)
 
+A ``__post_init__`` may check values and raise ConfigError, as with dataclasses.
 ``field(metadata={"key": "otherName"})`` names a key that is not the camelCase of the
 field. (A plain frozen ``@dataclass`` group still loads too, at the cost of importing
 dataclasses.)

@@ -18,8 +18,9 @@ refused with :class:`dataclasses.FrozenInstanceError` when frozen. ``dataclasses
 when first used). mypy checks records as dataclasses (``dataclass_transform``).
 
 Fields are the class's annotated names, in order, except ``ClassVar`` ones; a field
-without a default is required. ``field(compare=False)`` leaves a field out of
-equality and hashing, ``field(repr=False)`` out of ``repr``.
+without a default is required. A ``__post_init__(self)`` method runs at the end of
+``__init__`` (to check values), as with dataclasses. ``field(compare=False)`` leaves a
+field out of equality and hashing, ``field(repr=False)`` out of ``repr``.
 """
 
 from __future__ import annotations
@@ -186,6 +187,9 @@ class Record:
                 d[name] = cls._factories[name]()
             else:
                 raise TypeError(f"{cls.__name__}.__init__() missing required argument: {name!r}")
+        post_init = getattr(self, "__post_init__", None)
+        if post_init is not None:  # checks after the fields are set, as dataclasses do
+            post_init()
 
     def _compare_key(self) -> tuple[Any, ...]:
         # Field by field, in order: what a dataclass's __eq__ and __hash__ compare.

@@ -99,3 +99,19 @@ def test_config_loader_takes_records_and_plain_dataclass_groups() -> None:
     )
     assert top == _Top(plain=_PlainGroup(names=("a",), raw={"x": 1}), raw=[1])
     assert warnings == ["plain: unknown key 'bogus' ignored"]
+
+
+class _Checked(Record, frozen=True):
+    mode: str = "none"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("none", "single"):
+            raise ValueError(f"mode {self.mode!r}")
+
+
+def test_post_init_runs_after_the_fields_are_set() -> None:
+    assert _Checked("single").mode == "single"
+    with pytest.raises(ValueError, match="mode 'mixed'"):
+        _Checked(mode="mixed")
+    with pytest.raises(ValueError):
+        dataclasses.replace(_Checked(), mode="other")
