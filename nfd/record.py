@@ -157,6 +157,9 @@ class Record:
         cls._fields, cls._compared, cls._shown = tuple(fields), tuple(compared), tuple(shown)
         cls._types, cls._defaults, cls._factories = types, defaults, factories
         cls._metadata = metadata
+        # Each class its own lazy descriptor: the cached result replaces only this class's
+        # entry, never one its subclasses would inherit.
+        cls.__dataclass_fields__ = _DataclassFields()
         cls._frozen = frozen or cls._frozen
         cls._all_compared = cls._compared == cls._fields
         if not cls._frozen:

@@ -115,3 +115,16 @@ def test_post_init_runs_after_the_fields_are_set() -> None:
         _Checked(mode="mixed")
     with pytest.raises(ValueError):
         dataclasses.replace(_Checked(), mode="other")
+
+
+def test_dataclass_fields_of_a_parent_do_not_leak_into_subclasses() -> None:
+    class Base(Record):
+        a: int = 0
+
+    class Child(Base):
+        b: int = 1
+
+    assert dataclasses.fields(Record) == ()
+    assert [f.name for f in dataclasses.fields(Base)] == ["a"]
+    assert [f.name for f in dataclasses.fields(Child)] == ["a", "b"]
+    assert Child(2, 3) == Child(a=2, b=3) and repr(Child()).endswith(".Child(a=0, b=1)")
