@@ -90,6 +90,7 @@ class _DataclassFields:
     def __get__(self, obj: object, owner: type[Record]) -> dict[str, Any]:
         import dataclasses
 
+        types = _resolved_types(owner)
         specs: list[tuple[str, Any, Any]] = []
         for name in owner._fields:
             kw: dict[str, Any] = {}
@@ -100,11 +101,33 @@ class _DataclassFields:
             kw.update(compare=name in owner._compared, repr=name in owner._shown)
             if name in owner._metadata:
                 kw["metadata"] = owner._metadata[name]
-            specs.append((name, owner._types[name], dataclasses.field(**kw)))
+            specs.append((name, types[name], dataclasses.field(**kw)))
         twin = dataclasses.make_dataclass(owner.__name__, specs, frozen=owner._frozen)
         fields: dict[str, Any] = twin.__dataclass_fields__  # type: ignore[attr-defined]
         type.__setattr__(owner, "__dataclass_fields__", fields)
         return fields
+
+
+def _resolved_types(cls: type[Record]) -> dict[str, Any]:
+    """Field types as objects: the string annotations evaluated in the class's module, with
+    typing's names at hand (modules on the fast path import them only for type checking).
+    Tools that read dataclass field types (pydantic) get types they can use; an
+    annotation that cannot be evaluated stays a string."""
+    import sys
+    import typing
+
+    module = sys.modules.get(cls.__module__)
+    ns = dict(vars(module)) if module is not None else {}
+    local = {k: v for k, v in vars(typing).items() if not k.startswith("_")}
+    out: dict[str, Any] = {}
+    for name, tp in cls._types.items():
+        if isinstance(tp, str):
+            try:
+                tp = eval(tp, ns, local)  # the class's own annotations
+            except Exception:
+                pass
+        out[name] = tp
+    return out
 
 
 @dataclass_transform(field_specifiers=(field,))
