@@ -8,7 +8,7 @@ so what a user sees locally is what the cluster gets.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from nfd.features import Features
 from nfd.record import Record, field
@@ -328,45 +328,33 @@ def publish(
     and extended resources are resolved; then each item is checked. Taints only with
     ``enable_taints``, keys unprefixed as written."""
     out = Published()
-    for raw in sorted(labels):
-        name, value = qualify(raw), labels[raw]
-        if raw != name and name in labels:
-            continue  # the prefixed spelling wins
-        err = None
-        if value.startswith("@"):
+
+    def resolve(value: str) -> str:
+        return dynamic_value(value, features, matched) if value.startswith("@") else value
+
+    def keep(value: str) -> str:
+        return value
+
+    kinds: tuple[tuple[Mapping[str, str], Callable[[str, str], str | None], Callable[[str], str], dict[str, str], str], ...] = (
+        (labels, lambda n, v: check_label(n, v, policy), resolve, out.labels, "labels"),
+        (annotations, lambda n, v: check_annotation(n, v, policy), keep, out.annotations, "annotations"),
+        (extended_resources, lambda n, v: check_extended_resource(n, v, policy), resolve, out.extended_resources, "extendedResources"),
+    )  # fmt: skip
+    for items, check, value_of, accepted, kind in kinds:
+        for raw in sorted(items):
+            name = qualify(raw)
+            if raw != name and name in items:
+                continue  # the prefixed spelling wins
             try:
-                value = dynamic_value(value, features, matched)
+                value = value_of(items[raw])
             except ValueError as e:
-                err = str(e)
-        err = err or check_label(name, value, policy)
-        if err:
-            out.rejected["labels"][name] = err
-        else:
-            out.labels[name] = value
-    for raw in sorted(annotations):
-        name, value = qualify(raw), annotations[raw]
-        if raw != name and name in annotations:
-            continue
-        err = check_annotation(name, value, policy)
-        if err:
-            out.rejected["annotations"][name] = err
-        else:
-            out.annotations[name] = value
-    for raw in sorted(extended_resources):
-        name, value = qualify(raw), extended_resources[raw]
-        if raw != name and name in extended_resources:
-            continue
-        err = None
-        if value.startswith("@"):
-            try:
-                value = dynamic_value(value, features, matched)
-            except ValueError as e:
-                err = str(e)
-        err = err or check_extended_resource(name, value, policy)
-        if err:
-            out.rejected["extendedResources"][name] = err
-        else:
-            out.extended_resources[name] = value
+                out.rejected[kind][name] = str(e)
+                continue
+            err = check(name, value)
+            if err:
+                out.rejected[kind][name] = err
+            else:
+                accepted[name] = value
     if policy.enable_taints:
         for key, value, effect in taints:
             err = check_taint(key, value, effect, policy)
