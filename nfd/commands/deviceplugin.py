@@ -3,20 +3,125 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nfd.deviceplugin.inventory import ResourceState
+    from nfd.features import Features
+    from nfd.hostroot import HostRoot
+
+log = logging.getLogger("nfd.deviceplugin")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="FILE", required=True, help="device-plugin config (resources and selectors)")
+    p.add_argument(
+        "--config", metavar="FILE", required=True, help="device-plugin config (resources and selectors)"
+    )
     p.add_argument(
         "--plugin-dir", metavar="DIR", default="/var/lib/kubelet/device-plugins",
         help="kubelet's device-plugin socket directory",
     )  # fmt: skip
-    p.add_argument("--cdi-dir", metavar="DIR", default="/var/run/cdi", help="where CDI spec files are written")
-    p.add_argument("--host-root", metavar="DIR", help="host filesystem root (default from NFD_HOST_* variables)")
-    p.add_argument("--check", action="store_true", help="validate the config against this node, print the devices, exit")
+    p.add_argument(
+        "--cdi-dir", metavar="DIR", default="/var/run/cdi", help="where CDI spec files are written"
+    )
+    p.add_argument(
+        "--host-root", metavar="DIR", help="host filesystem root (default from NFD_HOST_* variables)"
+    )
+    p.add_argument(
+        "--check", action="store_true", help="validate the config against this node, print the devices, exit"
+    )
+    p.add_argument(
+        "--features", metavar="FILE",
+        help="use these raw features (upstream JSON shape, e.g. from nfd discover) instead of discovering pci/usb",
+    )  # fmt: skip
+    p.add_argument(
+        "--poll-interval", metavar="SECONDS", type=float, default=0.2,
+        help="device health poll interval (default 0.2)",
+    )  # fmt: skip
+
+
+def _features(args: argparse.Namespace, host: HostRoot) -> Features:
+    from nfd.cli import CliError
+    from nfd.features import FeatureFormatError, Features
+
+    if args.features:
+        try:
+            return Features.from_json(Path(args.features).read_bytes())
+        except OSError as e:
+            raise CliError(f"--features {args.features}: {e.strerror or e}") from None
+        except FeatureFormatError as e:
+            raise CliError(f"--features {args.features}: {e}") from None
+    from nfd.config import SourcesConfig
+    from nfd.discover import discover
+    from nfd.sources import default_registry
+
+    sources = default_registry().select(["pci", "usb"])
+    return discover(sources, host, SourcesConfig()).features
+
+
+def _print_check(states: list[ResourceState]) -> None:
+    for s in states:
+        print(
+            f"{s.name}: {len(s.physical_ids)} device(s), {len(s.slots)} allocatable ({s.res.kind.describe(s.res.selector)})"
+        )
+        for (pid, d), reason in zip(s.devices(), s.reasons(), strict=True):
+            numa = "-" if d.numa_node is None else str(d.numa_node)
+            health = "Healthy" if reason is None else f"Unhealthy ({reason})"
+            nodes = ",".join(n.host_path for n in d.device_nodes) or "-"
+            print(f"  {pid}  {health}  numa={numa}  nodes={nodes}")
 
 
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
+    from nfd.deviceplugin.config import load_config
+    from nfd.deviceplugin.inventory import build_states
+    from nfd.deviceplugin.model import ConfigError
+    from nfd.hostroot import HostRoot
 
-    raise CliError("nfd device-plugin is not built yet", code=1)
+    try:
+        config = load_config(args.config)
+    except ConfigError as e:
+        raise CliError(f"config {args.config}: {e}") from None
+    if args.poll_interval <= 0:
+        raise CliError("--poll-interval must be positive")
+    host = HostRoot.under(args.host_root) if args.host_root else HostRoot.from_env()
+    states, warnings = build_states(config.resources, features=_features(args, host), host=host)
+    for w in warnings:
+        log.warning("%s", w)
+    if args.check:
+        for w in warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        _print_check(states)
+        return 0
+
+    from nfd.deviceplugin.manager import Manager, socket_path_error
+
+    if not os.path.isdir(args.plugin_dir):
+        raise CliError(
+            f"--plugin-dir {args.plugin_dir} is not a directory (mount kubelet's device-plugins directory)"
+        )
+    err = socket_path_error(args.plugin_dir, [s.name for s in states])
+    if err:
+        raise CliError(err)
+    manager = Manager(
+        states, plugin_dir=args.plugin_dir, cdi_dir=args.cdi_dir, poll_interval=args.poll_interval
+    )
+
+    def _stop(signum: int, _frame: object) -> None:
+        log.info("signal %d: stopping", signum)
+        manager.stop()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    manager.start()
+    print(f"serving: {', '.join(manager.served_resources()) or '(nothing)'}", file=sys.stderr, flush=True)
+    while not manager.wait(1.0):
+        pass
+    rejected = manager.rejected()
+    manager.stop()
+    return 1 if rejected and not manager.served_resources() else 0

@@ -1,0 +1,100 @@
+"""CDI spec files for resources that hand out devices by CDI name.
+
+kubelet passes the names from ``ContainerAllocateResponse.cdi_devices`` to the runtime,
+which looks them up in the spec files of ``/etc/cdi`` and ``/var/run/cdi``. We write one
+file per resource, atomically (temp file + rename), so a runtime never reads half a spec.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nfd.deviceplugin.model import FoundDevice, cdi_name
+
+# The spec version we declare by default. Every field we write exists since 0.5.0
+# (device-node hostPath and names starting with a digit arrived then), so a resource can
+# declare that (``cdi: {version: "0.5.0"}``) for runtimes whose CDI library predates 1.0.
+CDI_VERSION = "1.0.0"
+CDI_VERSIONS = ("0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0")
+
+
+def spec_path(cdi_dir: str | Path, kind: str) -> Path:
+    vendor, _, cls = kind.partition("/")
+    return Path(cdi_dir) / f"nfd-{vendor}-{cls}.json"
+
+
+def _edits(d: FoundDevice) -> dict[str, Any]:
+    edits: dict[str, Any] = {}
+    if d.device_nodes:
+        edits["deviceNodes"] = [
+            {"path": n.container_path, "hostPath": n.host_path, "permissions": n.permissions}
+            for n in d.device_nodes
+        ]
+    if d.mounts:
+        edits["mounts"] = [
+            {
+                "hostPath": m.host_path,
+                "containerPath": m.container_path,
+                "options": ["ro" if m.read_only else "rw", "nosuid", "nodev", "bind"],
+            }
+            for m in d.mounts
+        ]
+    if d.cdi.env:
+        edits["env"] = list(d.cdi.env)
+    if d.cdi.hooks:
+        edits["hooks"] = [
+            {"hookName": h.hook_name, "path": h.path}
+            | ({"args": list(h.args)} if h.args else {})
+            | ({"env": list(h.env)} if h.env else {})
+            for h in d.cdi.hooks
+        ]
+    return edits
+
+
+def build_spec(
+    kind: str, devices: Sequence[tuple[str, FoundDevice]], version: str = CDI_VERSION
+) -> dict[str, Any]:
+    """The spec for ``kind`` (``vendor.com/class``) with one CDI device per physical ID.
+    Devices with nothing to inject are left out (CDI refuses empty edits)."""
+    out = []
+    for pid, d in devices:
+        edits = _edits(d)
+        if edits:
+            out.append({"name": cdi_name(pid), "containerEdits": edits})
+    return {"cdiVersion": version, "kind": kind, "devices": out}
+
+
+def write_spec(
+    cdi_dir: str | Path, kind: str, devices: Sequence[tuple[str, FoundDevice]], version: str = CDI_VERSION
+) -> Path:
+    path = spec_path(cdi_dir, kind)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = json.dumps(build_spec(kind, devices, version), indent=2, sort_keys=True) + "\n"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".nfd-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with_suppressed_unlink(tmp)
+        raise
+    return path
+
+
+def with_suppressed_unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def remove_spec(cdi_dir: str | Path, kind: str) -> None:
+    with_suppressed_unlink(str(spec_path(cdi_dir, kind)))

@@ -1,0 +1,88 @@
+"""Keeps every resource's device health current.
+
+A cheap poll (a few stat/readlink calls per device) runs every ``interval`` seconds; when
+pyudev can listen to the kernel's uevents (real /sys, netlink allowed), an event for a
+subsystem the kinds care about triggers a re-check at once instead of at the next tick.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nfd.deviceplugin.inventory import ResourceState
+
+log = logging.getLogger("nfd.deviceplugin")
+
+
+class HealthMonitor:
+    def __init__(
+        self, states: Sequence[ResourceState], *, interval: float = 0.2, use_udev: bool = True
+    ) -> None:
+        self.states = list(states)
+        self.interval = interval
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._observer: Any = None
+        self._use_udev = use_udev
+
+    def start(self) -> None:
+        if self._use_udev:
+            self._observer = self._start_udev()
+        self._thread = threading.Thread(target=self._loop, name="nfd-dp-health", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._observer is not None:
+            try:
+                self._observer.stop()
+            except Exception:  # the observer thread may already be gone
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            for s in self.states:
+                try:
+                    s.refresh()
+                except Exception as e:  # a broken kind must not stop the others' health
+                    log.error("%s: health check failed: %s: %s", s.name, type(e).__name__, e)
+
+    def _start_udev(self) -> Any:
+        subsystems = sorted({sub for s in self.states for sub in s.res.kind.udev_subsystems})
+        # uevents describe the real host; with a fixture or relocated /sys they would not
+        # match what we read, so only the plain host view listens.
+        if not subsystems or any(s.host.sys != Path("/sys") for s in self.states):
+            return None
+        try:
+            import pyudev
+
+            context = pyudev.Context()
+            monitor = pyudev.Monitor.from_netlink(context)
+            for sub in subsystems:
+                monitor.filter_by(subsystem=sub)
+            observer = pyudev.MonitorObserver(
+                monitor, callback=lambda _dev: self._wake.set(), name="nfd-dp-udev"
+            )
+            observer.start()
+            log.info(
+                "device health: udev events for %s, polling every %.0f ms",
+                ", ".join(subsystems),
+                self.interval * 1000,
+            )
+            return observer
+        except Exception as e:  # no netlink in this sandbox, no libudev ...: polling alone
+            log.info("device health: polling every %.0f ms (udev unavailable: %s)", self.interval * 1000, e)
+            return None

@@ -1,0 +1,253 @@
+"""One resource's devices, their health, and what a container gets: no gRPC here.
+
+A physical device found by a kind becomes ``replicas`` kubelet devices (IDs ``<id>``, or
+``<id>::<n>`` when shared). Health is kept per physical device; every change bumps a
+version and wakes ListAndWatch streams, which send a full snapshot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from nfd.deviceplugin.config import ResourceConfig
+from nfd.deviceplugin.model import MAX_ID_LEN, DeviceNode, FoundDevice, Mount, cdi_name, host_file
+from nfd.features import Features
+from nfd.hostroot import HostRoot
+
+log = logging.getLogger("nfd.deviceplugin")
+
+REPLICA_SEP = "::"
+
+
+class AllocationError(Exception):
+    """A request kubelet must not get: ``code`` is a gRPC status name."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceStatus:
+    id: str
+    healthy: bool
+    numa_node: int | None
+
+
+@dataclass
+class ContainerEdits:
+    """What one container gets for its devices (becomes a ContainerAllocateResponse)."""
+
+    envs: dict[str, str] = field(default_factory=dict)
+    mounts: list[Mount] = field(default_factory=list)
+    devices: list[DeviceNode] = field(default_factory=list)
+    cdi_devices: list[str] = field(default_factory=list)
+
+
+def short_id(pid: str, room: int) -> str:
+    """kubelet takes IDs of at most 63 characters: keep a readable head plus a hash."""
+    if len(pid) <= room:
+        return pid
+    digest = hashlib.sha256(pid.encode()).hexdigest()[:10]
+    return pid[: room - 11] + "-" + digest
+
+
+class ResourceState:
+    def __init__(self, res: ResourceConfig, found: Sequence[FoundDevice], host: HostRoot) -> None:
+        self.res = res
+        self.host = host
+        self._base = list(found)
+        self._eff = [self._compose(d) for d in self._base]
+        self._reason: list[str | None] = [None] * len(found)
+        room = MAX_ID_LEN - (len(REPLICA_SEP) + len(str(res.replicas - 1)) if res.replicas > 1 else 0)
+        self.physical_ids = [short_id(d.id, room) for d in self._base]
+        self.slots: list[tuple[str, int]] = []
+        for i, pid in enumerate(self.physical_ids):
+            if res.replicas == 1:
+                self.slots.append((pid, i))
+            else:
+                self.slots.extend((f"{pid}{REPLICA_SEP}{n}", i) for n in range(res.replicas))
+        self._index = {sid: i for sid, i in self.slots}
+        self._cond = threading.Condition()
+        self.version = 0
+        self._kicks = 0
+        self.closed = False
+        # Called (outside the lock) when a device's edits changed, e.g. a re-plugged USB
+        # device got a new node: the CDI spec must follow.
+        self.on_edits_changed: Callable[[ResourceState], None] | None = None
+        self.refresh()
+
+    # -- building ----------------------------------------------------------------------
+    def _compose(self, d: FoundDevice) -> FoundDevice:
+        """The kind's device plus the resource's templated nodes, mounts and env."""
+        a = d.attributes
+        nodes = {n.container_path: n for n in d.device_nodes}
+        for t in self.res.device_nodes:
+            n = DeviceNode(t.host_path.format_map(a), t.container_path.format_map(a), t.permissions)
+            nodes.setdefault(n.container_path, n)
+        mounts = {m.container_path: m for m in d.mounts}
+        for mt in self.res.mounts:
+            m = Mount(mt.host_path.format_map(a), mt.container_path.format_map(a), mt.read_only)
+            mounts.setdefault(m.container_path, m)
+        env = d.env + tuple((k, v.format_map(a)) for k, v in self.res.env)
+        return replace(d, device_nodes=tuple(nodes.values()), mounts=tuple(mounts.values()), env=env)
+
+    @property
+    def name(self) -> str:
+        return self.res.name
+
+    def devices(self) -> list[tuple[str, FoundDevice]]:
+        """(physical ID, device with the resource's edits), for CDI specs and --check."""
+        with self._cond:
+            return list(zip(self.physical_ids, self._eff, strict=True))
+
+    def reasons(self) -> list[str | None]:
+        with self._cond:
+            return list(self._reason)
+
+    # -- health ------------------------------------------------------------------------
+    def _check(self, i: int) -> tuple[str | None, bool]:
+        """(why device ``i`` is unusable or None, whether its edits changed)."""
+        got = self.res.kind.refresh(self._base[i], self.host)
+        if isinstance(got, str):
+            return got, False
+        moved = got is not self._base[i]
+        if moved:
+            self._base[i] = got
+            self._eff[i] = self._compose(got)
+        for n in self._eff[i].device_nodes:
+            if not os.path.exists(host_file(self.host, n.host_path)):
+                return f"device node {n.host_path} missing", moved
+        return None, moved
+
+    def refresh(self, which: Iterable[int] | None = None) -> bool:
+        """Re-check devices (all, or some) now; True when any health changed."""
+        changed = edits_changed = False
+        with self._cond:
+            for i in range(len(self._base)) if which is None else which:
+                reason, moved = self._check(i)
+                edits_changed |= moved
+                old = self._reason[i]
+                if (old is None) != (reason is None):
+                    changed = True
+                    if reason is None:
+                        log.info("%s: device %s is healthy again", self.name, self.physical_ids[i])
+                    else:
+                        log.warning("%s: device %s is unhealthy: %s", self.name, self.physical_ids[i], reason)
+                self._reason[i] = reason
+            if changed or edits_changed:
+                self.version += 1
+                self._cond.notify_all()
+        if edits_changed and self.on_edits_changed is not None:
+            self.on_edits_changed(self)
+        return changed
+
+    def snapshot(self) -> tuple[int, list[DeviceStatus]]:
+        with self._cond:
+            return self.version, [
+                DeviceStatus(sid, self._reason[i] is None, self._eff[i].numa_node) for sid, i in self.slots
+            ]
+
+    def wait_change(self, seen: int, timeout: float) -> int:
+        """Block until the version differs from ``seen`` (or timeout/close); the version."""
+        with self._cond:
+            kicks = self._kicks
+            self._cond.wait_for(lambda: self.version != seen or self.closed or self._kicks != kicks, timeout)
+            return self.version
+
+    def kick(self) -> None:
+        """Wake every waiter (a stream that should end) without a change."""
+        with self._cond:
+            self._kicks += 1
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
+
+    # -- allocation --------------------------------------------------------------------
+    def _physical(self, ids: Sequence[str]) -> list[int]:
+        unknown = [d for d in ids if d not in self._index]
+        if unknown:
+            raise AllocationError(
+                "INVALID_ARGUMENT", f"{self.name}: unknown device IDs: {', '.join(unknown)}"
+            )
+        return list(dict.fromkeys(self._index[d] for d in ids))
+
+    def _require_healthy(self, ids: Sequence[str]) -> list[int]:
+        phys = self._physical(ids)
+        # Check now, not at the last poll: a failure here also updates ListAndWatch.
+        self.refresh(phys)
+        with self._cond:
+            bad = [d for d in ids if self._reason[self._index[d]] is not None]
+            if bad:
+                why = "; ".join(f"{d}: {self._reason[self._index[d]]}" for d in bad)
+                raise AllocationError("FAILED_PRECONDITION", f"{self.name}: unhealthy device IDs: {why}")
+        return phys
+
+    def allocate(self, ids: Sequence[str]) -> ContainerEdits:
+        phys = self._require_healthy(ids)
+        out = ContainerEdits()
+        with self._cond:
+            devs = [self._eff[i] for i in phys]
+        joined: dict[str, list[str]] = {}
+        for d in devs:
+            for k, v in d.env:
+                vals = joined.setdefault(k, [])
+                if v not in vals:
+                    vals.append(v)
+        out.envs = {k: ",".join(v) for k, v in joined.items()}
+        if self.res.cdi_kind:
+            # Nodes and mounts travel in the CDI spec; env stays here because several
+            # devices' values of one variable must be joined, which CDI cannot express.
+            out.cdi_devices = [f"{self.res.cdi_kind}={cdi_name(self.physical_ids[i])}" for i in phys]
+            return out
+        seen_nodes: set[str] = set()
+        seen_mounts: set[str] = set()
+        for d in devs:
+            for n in d.device_nodes:
+                if n.container_path not in seen_nodes:
+                    seen_nodes.add(n.container_path)
+                    out.devices.append(n)
+            for m in d.mounts:
+                if m.container_path not in seen_mounts:
+                    seen_mounts.add(m.container_path)
+                    out.mounts.append(m)
+        return out
+
+    def pre_start(self, ids: Sequence[str]) -> None:
+        self._require_healthy(ids)
+
+    def numa_of(self, sid: str) -> int | None:
+        i = self._index.get(sid)
+        return None if i is None else self._eff[i].numa_node
+
+    def physical_of(self, sid: str) -> int | None:
+        return self._index.get(sid)
+
+
+def build_states(
+    resources: Iterable[ResourceConfig], *, features: Features, host: HostRoot
+) -> tuple[list[ResourceState], list[str]]:
+    """Discover every resource's devices; also the warnings for selectors that match
+    nothing (a config shared by different nodes is normal, so these are not errors)."""
+    states: list[ResourceState] = []
+    warnings: list[str] = []
+    for res in resources:
+        found = res.kind.discover(res.selector, resource=res.name, features=features, host=host)
+        unmatched = getattr(res.kind, "unmatched", None)
+        if callable(unmatched):
+            for g in unmatched(res.selector, host):
+                warnings.append(f"{res.where}.{res.kind.name}: {g} matches no device node")
+        if not found:
+            warnings.append(
+                f"{res.where}: {res.name}: no device matches {res.kind.describe(res.selector)}; not served"
+            )
+        states.append(ResourceState(res, found, host))
+    return states, warnings

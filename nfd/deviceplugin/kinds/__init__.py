@@ -1,0 +1,137 @@
+"""Device kinds: the extension point for what a resource can select.
+
+A kind is named by the key a resource uses in the config (``pci``, ``usb``, ``devnode``;
+a GPU module adds ``gpu``). It turns its part of the config into a selector, finds the
+matching devices on the node, and re-checks a device's health on every poll. Everything
+else (replicas, templates, env joining, CDI, gRPC, registration) is shared and kinds
+know nothing about it.
+
+To add a kind, implement :class:`DeviceKind` and pass a registry holding it to
+:func:`nfd.deviceplugin.config.load_config` / :class:`nfd.deviceplugin.manager.Manager`
+(``default_kinds().with_kind(GpuKind())``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol, runtime_checkable
+
+from nfd.deviceplugin.model import ConfigError, FoundDevice
+from nfd.features import Features
+from nfd.hostroot import HostRoot
+
+
+@runtime_checkable
+class DeviceKind(Protocol):
+    @property
+    def name(self) -> str:
+        """The config key that selects this kind."""
+        ...
+
+    @property
+    def template_fields(self) -> frozenset[str]:
+        """``{placeholders}`` a resource's deviceNodes/mounts/env may use: the keys of
+        every :attr:`FoundDevice.attributes` this kind returns."""
+        ...
+
+    @property
+    def udev_subsystems(self) -> tuple[str, ...]:
+        """udev subsystems whose events should trigger an immediate health re-check
+        (empty: polling only)."""
+        ...
+
+    def parse_selector(self, raw: Any, where: str) -> Any:
+        """Validate this kind's config value; raise ConfigError naming ``where`` (the
+        key path, e.g. ``resources[0].pci.vendor``). The result is opaque to callers and
+        comes back to :meth:`discover`."""
+        ...
+
+    def describe(self, selector: Any) -> str:
+        """The selector in a few words, for messages."""
+        ...
+
+    def discover(
+        self, selector: Any, *, resource: str, features: Features, host: HostRoot
+    ) -> list[FoundDevice]:
+        """The devices matching ``selector``, in a stable order. Runs once at start."""
+        ...
+
+    def refresh(self, device: FoundDevice, host: HostRoot) -> FoundDevice | str:
+        """Re-check one device now: the device (the same object when nothing changed, a
+        new one when e.g. its device node moved) while it is usable, else a short reason
+        it is not ("sysfs entry gone", "driver unbound"). Called every ~200 ms for every
+        device, so it must be cheap (a few stat/readlink calls)."""
+        ...
+
+
+class KindRegistry:
+    """Kinds by config key; immutable, so no module-level mutable state is needed."""
+
+    def __init__(self, kinds: tuple[DeviceKind, ...] = ()) -> None:
+        self._kinds: dict[str, DeviceKind] = {}
+        for k in kinds:
+            if k.name in self._kinds:
+                raise ValueError(f"device kind {k.name!r} is registered twice")
+            self._kinds[k.name] = k
+
+    def with_kind(self, kind: DeviceKind) -> KindRegistry:
+        return KindRegistry((*self._kinds.values(), kind))
+
+    def get(self, name: str) -> DeviceKind | None:
+        return self._kinds.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._kinds)
+
+    def __iter__(self) -> Iterator[DeviceKind]:
+        return iter(self._kinds.values())
+
+
+def default_kinds() -> KindRegistry:
+    from nfd.deviceplugin.kinds.devnode import DevNodeKind
+    from nfd.deviceplugin.kinds.pci import PciKind
+    from nfd.deviceplugin.kinds.usb import UsbKind
+
+    return KindRegistry((PciKind(), UsbKind(), DevNodeKind()))
+
+
+# -- helpers for kinds' selector parsing ---------------------------------------------------
+
+
+def string_list(raw: Any, where: str) -> tuple[str, ...]:
+    """A string or a list of strings. Numbers are refused: YAML reads ``0300`` as an octal
+    number and ``8086`` as an int, so hex IDs must be quoted."""
+    items = [raw] if not isinstance(raw, list) else raw
+    if not items:
+        raise ConfigError(f"{where}: must not be empty")
+    out: list[str] = []
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, str):
+            hint = " (quote hex IDs: YAML reads 0300 or 8086 as numbers)" if isinstance(item, int) else ""
+            raise ConfigError(f"{where}: expected a string or a list of strings, got {item!r}{hint}")
+        if not item.strip():
+            raise ConfigError(f"{where}: empty string")
+        out.append(item.strip())
+    return tuple(out)
+
+
+def mapping(raw: Any, where: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping with keys {', '.join(allowed)}")
+    for key in raw:
+        if key not in allowed:
+            raise ConfigError(f"{where}.{key}: unknown selector key (known: {', '.join(allowed)})")
+    if not raw:
+        raise ConfigError(f"{where}: empty selector (use at least one of {', '.join(allowed)})")
+    return raw
+
+
+def hex_ids(raw: Any, where: str, width: int) -> tuple[str, ...]:
+    """Hex IDs (``8086``, ``0x8086``), lower-cased without ``0x``."""
+    out = []
+    for item in string_list(raw, where):
+        v = item.lower().removeprefix("0x")
+        if not v or len(v) > width or any(c not in "0123456789abcdef" for c in v):
+            raise ConfigError(f"{where}: {item!r} is not a hex ID of at most {width} digits")
+        out.append(v)
+    return tuple(out)

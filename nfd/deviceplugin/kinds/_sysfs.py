@@ -1,0 +1,49 @@
+"""Small sysfs helpers shared by kinds (all paths through HostRoot)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def read_attr(path: Path) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def numa_value(text: str | None) -> int | None:
+    """sysfs ``numa_node``: ``-1`` (or nothing) means the device has no NUMA affinity."""
+    if text is None:
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        return None
+    return n if n >= 0 else None
+
+
+def numa_above(sysfs_dir: Path, sys_root: Path) -> int | None:
+    """The NUMA node of the nearest ancestor device (resolving sysfs links) that has a
+    ``numa_node`` file: a USB device or a char device hangs below a PCI controller."""
+    try:
+        cur = Path(os.path.realpath(sysfs_dir))
+        stop = Path(os.path.realpath(sys_root))
+    except OSError:
+        return None
+    while cur != stop and stop in cur.parents:
+        f = cur / "numa_node"
+        if f.exists():
+            return numa_value(read_attr(f))
+        cur = cur.parent
+    return None
+
+
+def driver_name(device_dir: Path) -> str | None:
+    """The bound driver (basename of the ``driver`` link), or None when unbound."""
+    try:
+        return os.path.basename(os.readlink(device_dir / "driver"))
+    except OSError:
+        return None

@@ -1,0 +1,131 @@
+"""PCI devices, selected from the ``pci.device`` feature instances."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+from nfd.deviceplugin.kinds import hex_ids, mapping, string_list
+from nfd.deviceplugin.kinds._sysfs import driver_name, numa_value, read_attr
+from nfd.deviceplugin.model import ConfigError, FoundDevice, env_name
+from nfd.features import Features
+from nfd.hostroot import HostRoot
+
+_KEYS = ("vendor", "device", "class", "driver", "address")
+_FIELDS = frozenset(
+    {
+        "address",
+        "vendor",
+        "device",
+        "class",
+        "subsystem_vendor",
+        "subsystem_device",
+        "driver",
+        "numa_node",
+        "iommu_group",
+    }
+)
+_ADDRESS = re.compile(
+    r"^[0-9a-fA-F*?\[\]-]{1,4}:[0-9a-fA-F*?\[\]-]{1,2}:[0-9a-fA-F*?\[\]-]{1,2}\.[0-7*?\[\]-]$|^\*$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PciSelector:
+    """Every given key must match; several values for one key are alternatives."""
+
+    vendor: tuple[str, ...] = ()
+    device: tuple[str, ...] = ()
+    class_prefix: tuple[str, ...] = ()  # "03" matches every display controller, "0300" VGA
+    driver: tuple[str, ...] = ()
+    address: tuple[str, ...] = ()  # shell globs: "0000:3b:*"
+
+    def matches(self, inst: dict[str, str]) -> bool:
+        def low(k: str) -> str:
+            return inst.get(k, "").lower()
+
+        return (
+            (not self.vendor or low("vendor") in self.vendor)
+            and (not self.device or low("device") in self.device)
+            and (not self.class_prefix or any(low("class").startswith(p) for p in self.class_prefix))
+            and (not self.driver or inst.get("driver", "") in self.driver)
+            and (not self.address or any(fnmatchcase(low("address"), a) for a in self.address))
+        )
+
+
+class PciKind:
+    name = "pci"
+    template_fields = _FIELDS
+    udev_subsystems = ("pci",)
+
+    def parse_selector(self, raw: Any, where: str) -> PciSelector:
+        m = mapping(raw, where, _KEYS)
+        addresses = (
+            tuple(a.lower() for a in string_list(m["address"], f"{where}.address")) if "address" in m else ()
+        )
+        for a in addresses:
+            if not _ADDRESS.match(a):
+                raise ConfigError(
+                    f"{where}.address: {a!r} is not a PCI address like 0000:3b:00.0 (globs allowed)"
+                )
+        return PciSelector(
+            vendor=hex_ids(m["vendor"], f"{where}.vendor", 4) if "vendor" in m else (),
+            device=hex_ids(m["device"], f"{where}.device", 4) if "device" in m else (),
+            class_prefix=hex_ids(m["class"], f"{where}.class", 6) if "class" in m else (),
+            driver=string_list(m["driver"], f"{where}.driver") if "driver" in m else (),
+            address=addresses,
+        )
+
+    def describe(self, selector: Any) -> str:
+        s: PciSelector = selector
+        parts = [
+            f"{k}={'|'.join(v)}"
+            for k, v in (
+                ("vendor", s.vendor),
+                ("device", s.device),
+                ("class", s.class_prefix),
+                ("driver", s.driver),
+                ("address", s.address),
+            )
+            if v
+        ]
+        return "pci " + " ".join(parts)
+
+    def discover(
+        self, selector: Any, *, resource: str, features: Features, host: HostRoot
+    ) -> list[FoundDevice]:
+        sel: PciSelector = selector
+        found: dict[str, FoundDevice] = {}
+        for inst in features.instances.get("pci.device", []):
+            addr = inst.get("address", "").lower()
+            if not addr or addr in found or not sel.matches(inst):
+                continue
+            attrs = {k: inst.get(k, "") for k in _FIELDS}
+            attrs["address"] = addr
+            sysdir = host.sys / "bus/pci/devices" / addr
+            numa = numa_value(read_attr(sysdir / "numa_node"))
+            if numa is None and not (sysdir / "numa_node").exists():
+                numa = numa_value(inst.get("numa_node"))  # sysfs unreadable: trust discovery
+            found[addr] = FoundDevice(
+                id=addr,
+                numa_node=numa,
+                env=((f"PCIDEVICE_{env_name(resource)}", addr),),
+                attributes=attrs,
+            )
+        return [found[a] for a in sorted(found)]
+
+    def refresh(self, device: FoundDevice, host: HostRoot) -> FoundDevice | str:
+        sysdir = host.sys / "bus/pci/devices" / device.attributes["address"]
+        if not os.path.isdir(sysdir):
+            return "PCI device gone from sysfs"
+        want = device.attributes.get("driver", "")
+        if want:
+            have = driver_name(sysdir)
+            if have is None:
+                return f"driver {want} unbound"
+            if have != want:
+                return f"driver changed from {want} to {have}"
+        return device

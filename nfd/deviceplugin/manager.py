@@ -1,0 +1,184 @@
+"""Runs every resource's plugin: serve, register, keep registered across kubelet restarts.
+
+A supervisor thread looks at the plugin directory every ``watch_interval`` seconds (two
+stat calls per resource):
+
+- our socket gone or replaced (a restarting kubelet deletes every socket) -> serve again;
+- ``kubelet.sock`` has a new inode (kubelet restarted) -> register again at once;
+- ``kubelet.sock`` missing -> wait; Register failing with UNAVAILABLE -> retry with
+  exponential backoff (reset when kubelet.sock changes);
+- Register answered with an error -> that resource stops, with a log line; others go on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nfd.deviceplugin import cdi
+from nfd.deviceplugin.health import HealthMonitor
+from nfd.deviceplugin.inventory import ResourceState
+from nfd.deviceplugin.server import KUBELET_SOCKET, MAX_SOCKET_PATH, Outcome, ResourcePlugin, socket_name
+
+log = logging.getLogger("nfd.deviceplugin")
+
+BACKOFF_FIRST = 0.1
+BACKOFF_MAX = 5.0
+
+
+@dataclass
+class _Track:
+    plugin: ResourcePlugin
+    registered_ino: int | None = None  # kubelet.sock inode we registered with
+    tried_ino: int | None = None
+    next_try: float = 0.0
+    backoff: float = BACKOFF_FIRST
+    rejected: str | None = None
+    registrations: int = 0
+
+
+def socket_path_error(plugin_dir: str, resources: Sequence[str]) -> str | None:
+    for r in resources:
+        path = os.path.join(plugin_dir, socket_name(r))
+        if len(path.encode()) > MAX_SOCKET_PATH:
+            return f"socket path {path} is longer than {MAX_SOCKET_PATH} bytes; use a shorter --plugin-dir"
+    return None
+
+
+class Manager:
+    def __init__(
+        self,
+        states: Sequence[ResourceState],
+        *,
+        plugin_dir: str,
+        cdi_dir: str | None = None,
+        poll_interval: float = 0.2,
+        watch_interval: float = 0.1,
+        use_udev: bool = True,
+    ) -> None:
+        self.plugin_dir = plugin_dir
+        self.cdi_dir = cdi_dir
+        self.watch_interval = watch_interval
+        # Resources without devices are not served: a config shared by different nodes
+        # names hardware that some nodes lack.
+        self.states = [s for s in states if s.slots]
+        self.health = HealthMonitor(self.states, interval=poll_interval, use_udev=use_udev)
+        self._tracks = [_Track(ResourcePlugin(s, plugin_dir)) for s in self.states]
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self) -> None:
+        for s in self.states:
+            if s.res.cdi_kind and self.cdi_dir:
+                self._write_cdi(s)
+                s.on_edits_changed = self._write_cdi
+        self.health.start()
+        for t in self._tracks:
+            t.plugin.serve()
+            log.info(
+                "%s: serving %d device(s) on %s", t.plugin.name, len(t.plugin.state.slots), t.plugin.socket
+            )
+        if not self._tracks:
+            log.warning("no resource has devices on this node; nothing to serve")
+        self._thread = threading.Thread(target=self._loop, name="nfd-dp-supervisor", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.health.stop()
+        for t in self._tracks:
+            t.plugin.stop()
+        for s in self.states:
+            s.close()
+        self._done.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until stopped, or until every resource was rejected; True if done."""
+        return self._done.wait(timeout)
+
+    # -- views -----------------------------------------------------------------------
+    def served_resources(self) -> list[str]:
+        """The resources this process serves now (rejected ones drop out)."""
+        with self._lock:
+            return sorted(t.plugin.name for t in self._tracks if t.rejected is None)
+
+    def registrations(self, resource: str) -> int:
+        """How many times ``resource`` registered with kubelet (tests, benchmarks)."""
+        with self._lock:
+            return next((t.registrations for t in self._tracks if t.plugin.name == resource), 0)
+
+    def rejected(self) -> dict[str, str]:
+        with self._lock:
+            return {t.plugin.name: t.rejected for t in self._tracks if t.rejected is not None}
+
+    # -- internals -------------------------------------------------------------------
+    def _write_cdi(self, s: ResourceState) -> None:
+        assert self.cdi_dir is not None and s.res.cdi_kind is not None
+        try:
+            path = cdi.write_spec(self.cdi_dir, s.res.cdi_kind, s.devices(), s.res.cdi_version)
+            log.info("%s: wrote CDI spec %s", s.name, path)
+        except OSError as e:
+            log.error("%s: cannot write CDI spec in %s: %s", s.name, self.cdi_dir, e.strerror or e)
+
+    def _kubelet_ino(self) -> int | None:
+        try:
+            return os.stat(os.path.join(self.plugin_dir, KUBELET_SOCKET)).st_ino
+        except OSError:
+            return None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._tick()
+            except Exception as e:  # keep supervising whatever one round hit
+                log.error("device-plugin supervisor: %s: %s", type(e).__name__, e)
+            active = [t for t in self._tracks if t.rejected is None]
+            if self._tracks and not active:
+                log.error("every resource was rejected by kubelet; stopping")
+                self._done.set()
+                return
+            self._stop.wait(self.watch_interval)
+
+    def _tick(self) -> None:
+        kubelet_ino = self._kubelet_ino()
+        now = time.monotonic()
+        for t in self._tracks:
+            if t.rejected is not None or self._stop.is_set():
+                continue
+            p = t.plugin
+            if not p.serving():
+                log.info("%s: socket %s gone (kubelet restarted?); serving again", p.name, p.socket)
+                p.serve()
+                t.registered_ino = None
+            if kubelet_ino is None or t.registered_ino == kubelet_ino:
+                continue
+            if kubelet_ino != t.tried_ino:  # a new kubelet: try now, fresh backoff
+                t.tried_ino, t.next_try, t.backoff = kubelet_ino, now, BACKOFF_FIRST
+            if now < t.next_try:
+                continue
+            outcome, detail = p.register()
+            with self._lock:
+                if outcome is Outcome.REGISTERED:
+                    t.registered_ino = kubelet_ino
+                    t.registrations += 1
+                    log.info("%s: registered with kubelet", p.name)
+                elif outcome is Outcome.RETRY:
+                    t.next_try = time.monotonic() + t.backoff
+                    log.info("%s: kubelet not answering (%s); retry in %.1f s", p.name, detail, t.backoff)
+                    t.backoff = min(t.backoff * 2, BACKOFF_MAX)
+                else:
+                    t.rejected = detail
+                    log.error(
+                        "%s: kubelet rejected the registration (%s); stopping this resource", p.name, detail
+                    )
+            if outcome is Outcome.REJECTED:
+                p.stop()

@@ -1,0 +1,90 @@
+"""What a device kind hands the device plugin: plain data, no gRPC."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nfd.hostroot import HostRoot
+
+HEALTHY = "Healthy"
+UNHEALTHY = "Unhealthy"
+MAX_ID_LEN = 63  # kubelet's limit on a device ID
+
+
+class ConfigError(ValueError):
+    """The device-plugin config is wrong; the message starts with the offending key."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceNode:
+    """A device node to create in the container (cgroup permissions any of r, w, m)."""
+
+    host_path: str  # as the host sees it: /dev/...
+    container_path: str
+    permissions: str = "rwm"
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    host_path: str
+    container_path: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CdiHook:
+    """An OCI hook in a CDI spec (a GPU kind may want ``update-ldcache`` and the like)."""
+
+    hook_name: str  # prestart, createRuntime, createContainer, startContainer, poststart, poststop
+    path: str
+    args: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CdiEdits:
+    """CDI container edits a kind adds beyond the device's nodes and mounts."""
+
+    env: tuple[str, ...] = ()  # "K=V"
+    hooks: tuple[CdiHook, ...] = ()
+
+
+@dataclass(frozen=True)
+class FoundDevice:
+    """One physical device a kind found on the node.
+
+    ``attributes`` fill the ``{placeholders}`` of the resource's deviceNodes, mounts and
+    env templates (a PCI device has ``address``, ``iommu_group`` ...), and carry what the
+    kind needs to re-check the device's health later.
+    """
+
+    id: str
+    numa_node: int | None = None
+    device_nodes: tuple[DeviceNode, ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    # Per-device env; when a container gets several devices, the values of one name are
+    # joined with "," in allocation order (SR-IOV's PCIDEVICE_<RESOURCE> style).
+    env: tuple[tuple[str, str], ...] = ()
+    cdi: CdiEdits = field(default_factory=CdiEdits)
+    attributes: Mapping[str, str] = field(default_factory=dict)
+
+
+def host_file(host: HostRoot, path: str) -> Path:
+    """Where a host path (``/dev/...``, ``/sys/...``) is seen from this process."""
+    for prefix, base in (("/dev", host.dev), ("/sys", host.sys), ("/run", host.run), ("/var", host.var)):
+        if path == prefix or path.startswith(prefix + "/"):
+            return base / path[len(prefix) :].lstrip("/")
+    return Path(path)
+
+
+def env_name(resource: str) -> str:
+    """The env-name suffix for a resource: ``example.com/fpga`` -> ``EXAMPLE_COM_FPGA``."""
+    return "".join(c if c.isalnum() else "_" for c in resource).upper()
+
+
+def cdi_name(pid: str) -> str:
+    """A CDI device name from a device ID (letters, digits, '_', '.', ':', '-')."""
+    name = "".join(c if c.isalnum() or c in "_.:-" else "_" for c in pid)
+    return name if name[:1].isalnum() else "d" + name

@@ -1,0 +1,204 @@
+"""One resource's gRPC server on its own unix socket, and its registration with kubelet."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+
+import grpc
+
+from nfd.deviceplugin.api.v1beta1 import api_pb2 as pb
+from nfd.deviceplugin.api.v1beta1 import api_pb2_grpc as pb_grpc
+from nfd.deviceplugin.inventory import AllocationError, DeviceStatus, ResourceState
+from nfd.deviceplugin.model import HEALTHY, UNHEALTHY
+from nfd.deviceplugin.preferred import preferred_allocation
+
+log = logging.getLogger("nfd.deviceplugin")
+
+API_VERSION = "v1beta1"
+KUBELET_SOCKET = "kubelet.sock"
+# The longest unix socket path the kernel takes (sun_path is 108 bytes with the NUL).
+MAX_SOCKET_PATH = 107
+# A stream re-checks whether it should end at least this often.
+_STREAM_TICK = 0.5
+
+
+def socket_name(resource: str) -> str:
+    return "nfd-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in resource) + ".sock"
+
+
+def _device(d: DeviceStatus) -> pb.Device:
+    topo = pb.TopologyInfo(nodes=[pb.NUMANode(ID=d.numa_node)]) if d.numa_node is not None else None
+    return pb.Device(ID=d.id, health=HEALTHY if d.healthy else UNHEALTHY, topology=topo)
+
+
+class DevicePluginService(pb_grpc.DevicePluginServicer):
+    """The DevicePlugin service of one resource."""
+
+    def __init__(self, state: ResourceState) -> None:
+        self.state = state
+        self._stopped = threading.Event()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.state.kick()
+
+    def options(self) -> pb.DevicePluginOptions:
+        return pb.DevicePluginOptions(
+            pre_start_required=self.state.res.pre_start_check, get_preferred_allocation_available=True
+        )
+
+    def GetDevicePluginOptions(
+        self, request: pb.Empty, context: grpc.ServicerContext
+    ) -> pb.DevicePluginOptions:
+        return self.options()
+
+    def ListAndWatch(
+        self, request: pb.Empty, context: grpc.ServicerContext
+    ) -> Iterator[pb.ListAndWatchResponse]:
+        seen = -1
+        while not self._stopped.is_set() and not self.state.closed and context.is_active():
+            version, devices = self.state.snapshot()
+            if version != seen:
+                seen = version
+                yield pb.ListAndWatchResponse(devices=[_device(d) for d in devices])
+            self.state.wait_change(seen, _STREAM_TICK)
+
+    def GetPreferredAllocation(
+        self, request: pb.PreferredAllocationRequest, context: grpc.ServicerContext
+    ) -> pb.PreferredAllocationResponse:
+        resp = pb.PreferredAllocationResponse()
+        for creq in request.container_requests:
+            ids = preferred_allocation(
+                list(creq.available_deviceIDs),
+                list(creq.must_include_deviceIDs),
+                creq.allocation_size,
+                numa_of=self.state.numa_of,
+                physical_of=self.state.physical_of,
+            )
+            resp.container_responses.add(deviceIDs=ids)
+        return resp
+
+    def Allocate(self, request: pb.AllocateRequest, context: grpc.ServicerContext) -> pb.AllocateResponse:
+        resp = pb.AllocateResponse()
+        for creq in request.container_requests:
+            try:
+                edits = self.state.allocate(list(creq.devices_ids))
+            except AllocationError as e:
+                log.warning("Allocate refused: %s", e)
+                context.abort(getattr(grpc.StatusCode, e.code), str(e))
+            c = resp.container_responses.add()
+            c.envs.update(edits.envs)
+            for n in edits.devices:
+                c.devices.add(
+                    container_path=n.container_path, host_path=n.host_path, permissions=n.permissions
+                )
+            for m in edits.mounts:
+                c.mounts.add(container_path=m.container_path, host_path=m.host_path, read_only=m.read_only)
+            for name in edits.cdi_devices:
+                c.cdi_devices.add(name=name)
+        return resp
+
+    def PreStartContainer(
+        self, request: pb.PreStartContainerRequest, context: grpc.ServicerContext
+    ) -> pb.PreStartContainerResponse:
+        try:
+            self.state.pre_start(list(request.devices_ids))
+        except AllocationError as e:
+            log.warning("PreStartContainer refused: %s", e)
+            context.abort(getattr(grpc.StatusCode, e.code), str(e))
+        return pb.PreStartContainerResponse()
+
+
+class Outcome(enum.Enum):
+    REGISTERED = "registered"
+    RETRY = "retry"  # kubelet not (yet) answering
+    REJECTED = "rejected"  # kubelet answered no: stop this resource
+
+
+class ResourcePlugin:
+    """Serves one resource on ``<plugin_dir>/nfd-<resource>.sock`` and registers it."""
+
+    def __init__(self, state: ResourceState, plugin_dir: str, *, workers: int = 8) -> None:
+        self.state = state
+        self.plugin_dir = plugin_dir
+        self.socket = os.path.join(plugin_dir, socket_name(state.name))
+        self.workers = workers
+        self._server: grpc.Server | None = None
+        self._service: DevicePluginService | None = None
+        self._socket_ino: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.state.name
+
+    def serve(self) -> None:
+        """(Re)start the server on a fresh socket file."""
+        self.stop()
+        try:
+            os.unlink(self.socket)
+        except FileNotFoundError:
+            pass
+        service = DevicePluginService(self.state)
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="nfd-dp"),
+            options=[("grpc.so_reuseport", 0)],
+        )
+        pb_grpc.add_DevicePluginServicer_to_server(service, server)
+        try:
+            port = server.add_insecure_port("unix:" + self.socket)
+        except RuntimeError as e:
+            raise OSError(f"cannot listen on {self.socket}: {e}") from None
+        if port == 0:
+            raise OSError(f"cannot listen on {self.socket}")
+        server.start()
+        self._server, self._service = server, service
+        self._socket_ino = os.stat(self.socket).st_ino
+
+    def serving(self) -> bool:
+        """Whether our socket file is still the one we listen on (kubelet deletes every
+        socket in the directory when it restarts)."""
+        if self._server is None:
+            return False
+        try:
+            return os.stat(self.socket).st_ino == self._socket_ino
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self._service is not None:
+            self._service.stop()
+        if self._server is not None:
+            self._server.stop(grace=None)
+        if self._socket_ino is not None:
+            try:  # remove the socket only if it is still ours
+                if os.stat(self.socket).st_ino == self._socket_ino:
+                    os.unlink(self.socket)
+            except OSError:
+                pass
+        self._server = self._service = None
+        self._socket_ino = None
+
+    def register(self, *, timeout: float = 5.0) -> tuple[Outcome, str]:
+        kubelet = os.path.join(self.plugin_dir, KUBELET_SOCKET)
+        options = self._service.options() if self._service else DevicePluginService(self.state).options()
+        req = pb.RegisterRequest(
+            version=API_VERSION,
+            endpoint=os.path.basename(self.socket),
+            resource_name=self.name,
+            options=options,
+        )
+        with grpc.insecure_channel("unix:" + kubelet) as channel:
+            try:
+                pb_grpc.RegistrationStub(channel).Register(req, timeout=timeout)
+            except grpc.RpcError as e:
+                code = e.code() if isinstance(e, grpc.Call) else None
+                detail = (e.details() if isinstance(e, grpc.Call) else None) or str(e)
+                if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    return Outcome.RETRY, detail
+                return Outcome.REJECTED, f"{code.name if code else 'error'}: {detail}"
+        return Outcome.REGISTERED, ""

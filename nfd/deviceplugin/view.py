@@ -1,0 +1,23 @@
+"""Which extended resources the device plugin serves on this node, without gRPC.
+
+The worker reports these to the master (``devicePluginResources``). A resource is served
+when its selector matches at least one device: the same rule the plugin process applies.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nfd.deviceplugin.config import PluginConfig, load_config
+from nfd.features import Features
+from nfd.hostroot import HostRoot
+
+
+def served_resources(config: PluginConfig | str | Path, *, features: Features, host: HostRoot) -> list[str]:
+    """Sorted names of the resources that have devices here. ``config`` may be a path;
+    a bad config raises :class:`nfd.deviceplugin.model.ConfigError`."""
+    from nfd.deviceplugin.inventory import build_states
+
+    cfg = config if isinstance(config, PluginConfig) else load_config(config)
+    states, _warnings = build_states(cfg.resources, features=features, host=host)
+    return sorted(s.name for s in states if s.slots)
