@@ -80,10 +80,16 @@ class FpgaSource:
                 if v:
                     inst[key] = v
             devices.append(inst)
-        feats.set_instances("fpga.device", devices)
-        feats.set_instances("fpga.region", _class_devices(host, "fpga_region", ("compat_id", "type")))
-        feats.set_instances("fpga.manager", _class_devices(host, "fpga_manager", ("name", "state", "status")))
-        feats.set_instances("fpga.dfl", _dfl_devices(host))
+        found = {
+            "fpga.device": devices,
+            "fpga.region": _class_devices(host, "fpga_region", ("compat_id", "type")),
+            "fpga.manager": _class_devices(host, "fpga_manager", ("name", "state", "status")),
+            "fpga.dfl": _dfl_devices(host),
+        }
+        # Only what exists: a node without FPGAs has no fpga features, as upstream's has none.
+        for name, items in found.items():
+            if items:
+                feats.set_instances(name, items)
         return feats
 
     def labels(self, features: Features, config: SourcesConfig) -> Labels:

@@ -128,8 +128,12 @@ class GpuSource:
             feats.set_instances("gpu.nvidia", gpus)
             feats.set_instances("gpu.nvidia_mig", migs)
             feats.set_attributes("gpu.nvidia_driver", driver)
-        feats.set_instances("gpu.drm", drm_cards(host))
-        product = read_line(host.sys / "class" / "dmi" / "id" / "product_name")
+        # Nothing found, nothing said: a node without GPUs has no gpu features at all,
+        # as upstream's feature set has none.
+        cards = drm_cards(host)
+        if cards:
+            feats.set_instances("gpu.drm", cards)
+        product = read_line(host.sys / "class" / "dmi" / "id" / "product_name") if nvidia_pci else None
         if product:
             feats.set_attributes("gpu.machine", {"product_name": product})
         return feats

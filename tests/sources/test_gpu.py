@@ -258,6 +258,15 @@ def test_nvml_recovering_is_noticed(caplog: pytest.LogCaptureFixture) -> None:
     assert "answers again" in caplog.text
 
 
+def test_a_node_without_gpus_has_no_gpu_features(tmp_path: Path) -> None:
+    fake = FakeNvml(h100x8())
+    src = GpuSource(nvml=lambda: fake)
+    feats = src.discover(HostRoot.under(tmp_path), SourcesConfig())
+    assert feats.names() == set()
+    assert src.labels(feats, SourcesConfig()) == {}
+    assert fake.calls == []
+
+
 def test_no_nvidia_gpu_means_nvml_is_not_asked() -> None:
     fake = FakeNvml(h100x8())
     feats, labels = run("gpu-amd-mi300", fake)
