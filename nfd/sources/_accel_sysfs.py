@@ -55,7 +55,10 @@ def hex_id(text: str | None, width: int = 4) -> str:
 
 def numa_node(host: HostRoot, address: str) -> int | None:
     """The NUMA node of a PCI device from sysfs; None for -1 (none) or unknown."""
-    raw = read_line(host.sys / "bus" / "pci" / "devices" / address / "numa_node")
+    return _numa(read_line(f"{host.sys}/bus/pci/devices/{address}/numa_node"))
+
+
+def _numa(raw: str | None) -> int | None:
     try:
         node = int(raw) if raw is not None else -1
     except ValueError:
@@ -63,29 +66,45 @@ def numa_node(host: HostRoot, address: str) -> int | None:
     return node if node >= 0 else None
 
 
-def pci_function(host: HostRoot, address: str) -> PciFunction | None:
-    d = host.sys / "bus" / "pci" / "devices" / address
-    pci_class = hex_id(read_line(d / "class"), 6)
-    vendor = hex_id(read_line(d / "vendor"))
+def pci_function(
+    host: HostRoot, address: str, *, pci_class: str = "", vendor: str = ""
+) -> PciFunction | None:
+    """One PCI function's identity (``pci_class``/``vendor`` when the caller read them)."""
+    d = f"{host.sys}/bus/pci/devices/{address}"
+    pci_class = pci_class or hex_id(read_line(f"{d}/class"), 6)
+    vendor = vendor or hex_id(read_line(f"{d}/vendor"))
     if not pci_class or not vendor:
         return None
     return PciFunction(
         address=address,
         pci_class=pci_class,
         vendor=vendor,
-        device=hex_id(read_line(d / "device")),
-        subsystem_vendor=hex_id(read_line(d / "subsystem_vendor")),
-        subsystem_device=hex_id(read_line(d / "subsystem_device")),
-        driver=read_link_name(d / "driver") or "",
-        numa_node=numa_node(host, address),
+        device=hex_id(read_line(f"{d}/device")),
+        subsystem_vendor=hex_id(read_line(f"{d}/subsystem_vendor")),
+        subsystem_device=hex_id(read_line(f"{d}/subsystem_device")),
+        driver=read_link_name(f"{d}/driver") or "",
+        numa_node=_numa(read_line(f"{d}/numa_node")),
     )
 
 
-def pci_functions(host: HostRoot) -> list[PciFunction]:
-    """Every PCI function sysfs shows, in address order."""
+def pci_functions(
+    host: HostRoot, *, classes: tuple[str, ...] = (), vendors: tuple[str, ...] = ()
+) -> list[PciFunction]:
+    """PCI functions in address order: those whose class starts with one of ``classes``
+    or whose vendor is one of ``vendors`` (every function when both are empty). A server
+    has hundreds of functions; only the wanted ones are read beyond their class."""
+    base = f"{host.sys}/bus/pci/devices"
     out = []
-    for address in list_dir(host.sys / "bus" / "pci" / "devices"):
-        f = pci_function(host, address)
+    for address in list_dir(base):
+        pci_class = hex_id(read_line(f"{base}/{address}/class"), 6)
+        vendor = ""
+        wanted = (not classes and not vendors) or (bool(classes) and pci_class.startswith(classes))
+        if not wanted and vendors:
+            vendor = hex_id(read_line(f"{base}/{address}/vendor"))
+            wanted = vendor in vendors
+        if not wanted:
+            continue
+        f = pci_function(host, address, pci_class=pci_class, vendor=vendor)
         if f is not None:
             out.append(f)
     return out

@@ -64,7 +64,7 @@ class FpgaSource:
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
         feats = Features()
         devices: list[Instance] = []
-        for f in pci_functions(host):
+        for f in pci_functions(host, classes=("12",), vendors=tuple(FPGA_VENDORS)):
             vendor = vendor_name(f)
             if vendor is None:
                 continue

@@ -113,8 +113,8 @@ class GpuSource:
         return PynvmlAdapter()
 
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
-        pci = pci_functions(host)
-        nvidia_pci = [f for f in pci if f.vendor == NVIDIA and f.class_prefix in GPU_CLASSES]
+        pci = pci_functions(host, classes=GPU_CLASSES)
+        nvidia_pci = [f for f in pci if f.vendor == NVIDIA]
         snapshot, problem = self._snapshot(config.gpu, bool(nvidia_pci))
 
         feats = Features()
@@ -211,8 +211,9 @@ def _nvidia_instances(
     by_address: dict[str, Instance] = {f.address: f.attributes() for f in pci}
     migs: list[Instance] = []
     for g in snap.gpus if snap is not None else ():
-        inst = by_address.setdefault(g.sysfs_address, _nvml_only_pci(host, g))
-        inst.update(_gpu_attributes(g))
+        if g.sysfs_address not in by_address:
+            by_address[g.sysfs_address] = _nvml_only_pci(host, g)
+        by_address[g.sysfs_address].update(_gpu_attributes(g))
         for m in g.mig_devices:
             migs.append(
                 {

@@ -26,7 +26,7 @@ from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.sources._accel_sysfs import pci_function, pci_functions
 from nfd.sources._read import list_dir
-from nfd.sources.fpga import INTEL_FPGA_DEVICES, vendor_name
+from nfd.sources.fpga import FPGA_VENDORS, INTEL_FPGA_DEVICES, vendor_name
 
 _KEYS = ("vendor", "device", "driver", "fme")
 VENDORS = ("intel", "xilinx", "silicom")
@@ -75,7 +75,7 @@ class FpgaKind:
     ) -> list[FoundDevice]:
         sel: FpgaSelector = selector
         out: list[FoundDevice] = []
-        for f in pci_functions(host):
+        for f in pci_functions(host, classes=("12",), vendors=tuple(FPGA_VENDORS)):
             if vendor_name(f) != sel.vendor:
                 continue
             if (sel.devices and f.device not in sel.devices) or (sel.drivers and f.driver not in sel.drivers):
