@@ -399,9 +399,9 @@ def gfd_labels(features: Features, config: GpuConfig) -> Labels:
     mig_on = [g for g in gpus if g.get("mig_enabled") == "true"]
     full_gpus = [g for g in gpus if g.get("mig_enabled") != "true"]
     if mig_on:
-        out.update(_full_gpu_labels(mig_on, replicas=0))
+        out.update(_full_gpu_labels(mig_on, gpus, replicas=0))
     if full_gpus:
-        out.update(_full_gpu_labels(full_gpus, replicas=config.replicas))
+        out.update(_full_gpu_labels(full_gpus, gpus, replicas=config.replicas))
 
     if config.mig_strategy != "none":
         out[_NS + "mig.strategy"] = config.mig_strategy
@@ -435,13 +435,15 @@ def _resource_labels(resource: str, *, count: int, replicas: int, parts: Iterabl
     return out
 
 
-def _full_gpu_labels(gpus: list[Instance], *, replicas: int) -> Labels:
-    name, same = _most_common_model(gpus)
-    if len({g.get("name") for g in gpus}) > 1:
-        log.debug("gpu: several GPU models on this node; labels describe %s", name)
+def _full_gpu_labels(group: list[Instance], every: list[Instance], *, replicas: int) -> Labels:
+    name, same = _most_common_model(group)
+    if len({g.get("name") for g in every}) > 1:
+        log.debug("several GPU models on this node; labels describe %s", name)
     first = same[0]
     res = _NS + "gpu"
-    out = _resource_labels(res, count=len(same), replicas=replicas, parts=[name])
+    # GFD counts every GPU of the model, with MIG on or off.
+    count = sum(1 for g in every if g.get("name", "") == name)
+    out = _resource_labels(res, count=count, replicas=replicas, parts=[name])
     if first.get("memory", "0") != "0":
         out[f"{res}.memory"] = first["memory"]
     if "compute_major" in first and first["compute_major"] != "0":
@@ -494,7 +496,7 @@ def _mig_single(
     elif len(profiles) != 1:
         reason = "more than one MIG profile on the node"
     if reason:
-        log.warning("gpu: mig-strategy single does not fit this node: %s", reason)
+        log.warning("mig-strategy single does not fit this node: %s", reason)
         res = _NS + "gpu"
         return {
             f"{res}.product": "-".join([sanitise(mig_on[0].get("name", "")), "MIG", "INVALID"]),

@@ -202,6 +202,17 @@ def test_single_strategy_with_mig_and_full_gpus_is_invalid() -> None:
     assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB-MIG-INVALID"
 
 
+def test_one_gpu_with_mig_one_without() -> None:
+    half = a100_mig((["1g.10gb"] * 7, []))
+    _, labels = run("gpu-a100-mig", FakeNvml(half), GpuConfig(mig_strategy="mixed", replicas=2))
+    # As GFD: the GPU without MIG gives the full-GPU labels (shared), counted with the other.
+    assert labels["nvidia.com/gpu.count"] == "2"
+    assert labels["nvidia.com/gpu.replicas"] == "2"
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB-SHARED"
+    assert labels["nvidia.com/mig-1g.10gb.count"] == "7"
+    assert labels["nvidia.com/mig-1g.10gb.product"] == "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb-SHARED"
+
+
 def test_without_nvml_labels_come_from_pci_and_one_line_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     fake = FakeNvml(unavailable="NVML cannot start: NVML Shared Library Not Found")
     src = GpuSource(nvml=lambda: fake)
