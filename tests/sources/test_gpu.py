@@ -451,3 +451,39 @@ def test_fake_unavailable_matches_the_protocol() -> None:
     with pytest.raises(NvmlUnavailable):
         fake.snapshot()
     assert replace(h100x8()).gpus[3].sysfs_address == "0000:5d:00.0"
+
+
+@pytest.mark.parametrize(
+    ("product", "label"),
+    [
+        ("DGX H100", "DGX-H100"),
+        ("ProLiant DL380 Gen10 (P20174-B21)", "ProLiant-DL380-Gen10-P20174-B21"),
+        ("Standard PC (Q35 + ICH9, 2009)", "Standard-PC-Q35--ICH9-2009"),
+        ("x" * 80, "x" * 63),
+    ],
+)
+def test_machine_label_is_a_valid_label_value(product: str, label: str) -> None:
+    feats, _ = run("gpu-t4", FakeNvml(t4()))
+    feats.set_attributes("gpu.machine", {"product_name": product})
+    assert GpuSource().labels(feats, SourcesConfig())["nvidia.com/gpu.machine"] == label
+
+
+def test_machine_is_unknown_without_dmi(tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "host"
+    shutil.copytree(HOSTS / "gpu-t4", root, symlinks=True)
+    shutil.rmtree(root / "sys/class/dmi")
+    src = GpuSource(nvml=lambda: FakeNvml(t4()))
+    feats = src.discover(HostRoot.under(root), SourcesConfig())
+    assert "gpu.machine" not in feats.attributes
+    assert src.labels(feats, SourcesConfig())["nvidia.com/gpu.machine"] == "unknown"
+
+
+def test_every_mig_label_passes_the_label_policy() -> None:
+    gpu = GpuSource(nvml=lambda: FakeNvml(a100_mig()))
+    cfg = WorkerConfig(sources=SourcesConfig(gpu=GpuConfig(mig_strategy="mixed")))
+    feats = gpu.discover(host("gpu-a100-mig"), cfg.sources)
+    result = node_labels([gpu], feats, cfg)
+    assert result.rejected == {}
+    assert result.labels["nvidia.com/mig-3g.40gb.product"] == "NVIDIA-A100-SXM4-80GB-MIG-3g.40gb"
