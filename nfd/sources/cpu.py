@@ -1,17 +1,386 @@
-"""The cpu feature source (placeholder until built)."""
+"""The cpu feature source: CPUID flags, model, topology, C/P-states, security, SST, RDT.
+
+Features and labels follow upstream NFD v0.19's cpu source (``cpu.cpuid``, ``cpu.model``,
+``cpu.cstate`` ...). On x86-64 the CPUID instruction is executed directly
+(:mod:`nfd.sources.cpuid_x86`) and decoded with klauspost/cpuid's names and rules
+(:mod:`nfd.sources.cpuid_names`); elsewhere flags come from AT_HWCAP/AT_HWCAP2
+(:mod:`nfd.sources.cpu_hwcap`). CPU facts that cannot change while the worker runs are read
+once per source instance; sysfs state (C/P-states, SGX/TDX/SEV parameters, topology) is
+read on every discovery.
+"""
 
 from __future__ import annotations
+
+import logging
+import os
+import platform
+import re
+from dataclasses import dataclass, field
 
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
+from nfd.sources._read import list_dir, read_bytes, read_line, read_text
+from nfd.sources.cpu_hwcap import (
+    AT_HWCAP,
+    AT_HWCAP2,
+    HWCAP_TABLES,
+    arm_model_from_midr,
+    cpuinfo_fields,
+    flags_from_cpuinfo_features,
+    flags_from_hwcap,
+    midr_from_cpuinfo,
+    parse_auxv,
+)
+from nfd.sources.cpuid_names import UNKNOWN_VENDOR, X86Facts, decode, facts_from_cpuinfo, hypervisor_label
+from nfd.sources.cpuid_x86 import CpuidReader, CpuidUnavailable, NativeCpuid
+
+log = logging.getLogger(__name__)
+
+# Security attributes kept for rules (extended resources) but never labelled, as upstream.
+_SECURITY_NO_LABEL = frozenset({"tdx.total_keys", "sgx.epc", "sev.encrypted_state_ids", "sev.asids"})
+_HV_CLEAN = re.compile(r"[^-A-Za-z0-9_.]+")
+_LABEL_VALUE = re.compile(r"^$|^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def normalize_arch(machine: str) -> str:
+    """``uname -m`` spellings -> the names used here (x86_64, arm64, arm, ppc64le, s390x)."""
+    m = machine.strip().lower()
+    if m in ("x86_64", "amd64", "x64"):
+        return "x86_64"
+    if m in ("aarch64", "arm64", "aarch64_be"):
+        return "arm64"
+    if m.startswith("arm"):
+        return "arm"
+    if m in ("ppc64le", "ppc64el", "powerpc64le"):
+        return "ppc64le"
+    return m or "unknown"
+
+
+@dataclass(frozen=True)
+class StaticFacts:
+    """What one read of the CPU gives; kept for the source instance's lifetime."""
+
+    arch: str
+    flags: frozenset[str] = frozenset()
+    cpuid_attrs: dict[str, str] | None = None  # None: the architecture has no cpuid attributes
+    vendor: str = UNKNOWN_VENDOR
+    family: int = 0
+    model: int = 0
+    x86: X86Facts | None = None
+    notes: tuple[str, ...] = field(default=())
 
 
 class CpuSource:
     name = "cpu"
 
-    def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
-        return Features()
+    def __init__(self, *, reader: CpuidReader | None = None, arch: str | None = None) -> None:
+        """``reader`` answers CPUID (default: the CPU itself, on x86-64); ``arch`` overrides
+        the machine architecture (tests replaying another machine's facts)."""
+        self._reader = reader
+        self._arch = normalize_arch(arch if arch is not None else platform.machine())
+        self._static: tuple[HostRoot, StaticFacts] | None = None
+        self._native_refused = False  # CPUID could not be executed: do not retry or re-log
 
+    # -- discovery ------------------------------------------------------------------------
+    def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
+        st = self.static_facts(host)
+        f = Features()
+        f.set_flags("cpu.cpuid", st.flags)
+        if st.cpuid_attrs is not None:
+            f.set_attributes("cpu.cpuid", st.cpuid_attrs)
+        f.set_attributes("cpu.model", self._model(host, st))
+        cstate = _cstate(host) if st.arch == "x86_64" else {}
+        if cstate is not None:
+            f.set_attributes("cpu.cstate", cstate)
+        f.set_attributes("cpu.pstate", _pstate(host) if st.arch == "x86_64" else {})
+        f.set_attributes("cpu.rdt", _rdt(host, st.x86) if st.x86 else {})
+        f.set_attributes("cpu.security", _security(host, st))
+        f.set_attributes("cpu.sst", _sst(host, st.x86) if st.x86 else {})
+        f.set_attributes("cpu.topology", _topology(host))
+        f.set_attributes("cpu.coprocessor", _coprocessor(host) if st.arch == "ppc64le" else {})
+        hybrid = _hybrid(host)
+        if hybrid:
+            f.set_attributes("cpu.hybrid", hybrid)
+        return f
+
+    def static_facts(self, host: HostRoot) -> StaticFacts:
+        if self._static is None or self._static[0] != host:
+            self._static = (host, self._read_static(host))
+        return self._static[1]
+
+    def _read_static(self, host: HostRoot) -> StaticFacts:
+        if self._arch == "x86_64":
+            x86 = self._x86_facts(host)
+            attrs = {"AVX10_VERSION": str(x86.avx10_level)} if x86.avx10_level > 0 else {}
+            return StaticFacts(
+                arch="x86_64", flags=x86.flags, cpuid_attrs=attrs, vendor=x86.vendor,
+                family=x86.family, model=x86.model, x86=x86,
+            )  # fmt: skip
+        return self._other_facts(host)
+
+    def _x86_facts(self, host: HostRoot) -> X86Facts:
+        reader = self._reader
+        if reader is None and not self._native_refused:
+            try:
+                reader = self._reader = NativeCpuid()
+            except CpuidUnavailable as e:
+                self._native_refused = True
+                log.warning("cannot execute CPUID (%s); cpu flags come from /proc/cpuinfo instead", e)
+        if reader is None:
+            return facts_from_cpuinfo(read_text(host.proc / "cpuinfo") or "")
+        return decode(reader)
+
+    def _other_facts(self, host: HostRoot) -> StaticFacts:
+        arch = self._arch
+        fields = cpuinfo_fields(read_text(host.proc / "cpuinfo") or "")
+        flags: list[str] = []
+        if arch in HWCAP_TABLES:
+            auxv = parse_auxv(read_bytes(host.proc / "self" / "auxv") or b"")
+            if AT_HWCAP in auxv:
+                flags = flags_from_hwcap(arch, auxv[AT_HWCAP], auxv.get(AT_HWCAP2, 0))
+            else:
+                words = (fields.get("Features") or fields.get("features") or "").split()
+                flags = flags_from_cpuinfo_features(arch, words)
+        vendor, family, model = UNKNOWN_VENDOR, 0, 0
+        if arch == "arm64":
+            midr_text = read_line(host.sys / "devices/system/cpu/cpu0/regs/identification/midr_el1")
+            midr: int | None = None
+            if midr_text:
+                try:
+                    midr = int(midr_text, 16)
+                except ValueError:
+                    midr = None
+            if midr is None:
+                midr = midr_from_cpuinfo(fields)
+            if midr is not None:
+                m = arm_model_from_midr(midr)
+                vendor, family, model = m.vendor, m.family, m.model
+        return StaticFacts(arch=arch, flags=frozenset(flags), vendor=vendor, family=family, model=model)
+
+    def _model(self, host: HostRoot, st: StaticFacts) -> dict[str, str]:
+        out = {"vendor_id": st.vendor, "family": str(st.family), "id": str(st.model)}
+        out["hypervisor"] = _hypervisor(host, st)
+        return out
+
+    # -- labels ---------------------------------------------------------------------------
     def labels(self, features: Features, config: SourcesConfig) -> Labels:
+        cfg = config.cpu.cpuid
+        labels: Labels = {}
+        whitelist = set(cfg.attribute_whitelist)
+        blacklist = set(cfg.attribute_blacklist)
+        for flag in sorted(features.flags.get("cpu.cpuid", ())):
+            if (flag in whitelist) if whitelist else (flag not in blacklist):
+                labels[f"cpuid.{flag}"] = "true"
+        attrs = features.attributes
+        for k, v in attrs.get("cpu.cpuid", {}).items():
+            labels[f"cpuid.{k}"] = v
+        for k, v in attrs.get("cpu.model", {}).items():
+            labels[f"model.{k}"] = v
+        for k, v in attrs.get("cpu.cstate", {}).items():
+            labels[f"cstate.{k}"] = v
+        for k, v in attrs.get("cpu.pstate", {}).items():
+            labels[f"pstate.{k}"] = v
+        for k, v in attrs.get("cpu.security", {}).items():
+            if k not in _SECURITY_NO_LABEL:
+                labels[f"security.{k}"] = v
+        for k, v in attrs.get("cpu.sst", {}).items():
+            labels[f"power.sst_{k}"] = v
+        ht = attrs.get("cpu.topology", {}).get("hardware_multithreading")
+        if ht is not None:
+            labels["hardware_multithreading"] = ht
+        nx = attrs.get("cpu.coprocessor", {}).get("nx_gzip")
+        if nx is not None:
+            labels["coprocessor.nx_gzip"] = nx
+        # Hybrid parts (not in upstream v0.19): which logical CPUs are of each core type.
+        for kind, cpus in attrs.get("cpu.hybrid", {}).items():
+            if _LABEL_VALUE.match(cpus):
+                labels[kind] = cpus
+        return labels
+
+
+# -- the parts read on every discovery ------------------------------------------------------
+
+
+def _hypervisor(host: HostRoot, st: StaticFacts) -> str:
+    """s390x names its hypervisor in /proc/sysinfo; x86 guests in the CPUID hypervisor leaf;
+    anything else is taken as bare metal ("none"), as upstream does."""
+    sysinfo = read_text(host.proc / "sysinfo")
+    if sysinfo is not None:
+        for line in sysinfo.splitlines():
+            if "Control Program:" in line:
+                value = line.split(":", 1)[1].strip()
+                if value:
+                    return _HV_CLEAN.sub("_", value)
+                break
+    if st.x86 is not None and st.x86.is_vm:
+        return hypervisor_label(st.x86) if st.x86.source == "cpuid" else "unknown"
+    return "none"
+
+
+def _cstate(host: HostRoot) -> dict[str, str] | None:
+    """None (feature left out) where upstream reports an error; {} where it finds nothing."""
+    base = host.sys / "devices/system/cpu"
+    if not base.exists():
+        return None
+    idle = base / "cpuidle"
+    if not idle.exists():
         return {}
+    driver = read_line(idle / "current_driver")
+    if driver is None:
+        return None
+    if driver != "intel_idle":
+        return {}
+    raw = read_line(host.sys / "module/intel_idle/parameters/max_cstate")
+    try:
+        return {"enabled": "true" if int(raw or "") > 0 else "false"}
+    except ValueError:
+        log.warning("cpu: cannot read intel_idle max_cstate (%r)", raw)
+        return None
+
+
+def _pstate(host: HostRoot) -> dict[str, str]:
+    base = host.sys / "devices/system/cpu"
+    pdir = base / "intel_pstate"
+    if not base.exists() or not pdir.exists():
+        return {}
+    status = read_line(pdir / "status")
+    if status is None or status == "off":
+        return {}
+    out = {"status": status}
+    no_turbo = read_line(pdir / "no_turbo")
+    if no_turbo:
+        out["turbo"] = "true" if no_turbo.startswith("0") else "false"
+    if status != "active":
+        return out
+    governor = ""
+    for policy in list_dir(base / "cpufreq"):
+        pol = base / "cpufreq" / policy
+        if not (read_line(pol / "affected_cpus") or ""):
+            continue
+        gov = read_line(pol / "scaling_governor")
+        if gov is None:
+            continue
+        if governor and gov != governor:  # policies disagree: no single value to report
+            governor = ""
+            break
+        governor = gov
+    if governor:
+        out["scaling_governor"] = governor
+    return out
+
+
+def _rdt(host: HostRoot, x86: X86Facts) -> dict[str, str]:
+    out = dict(x86.rdt)
+    if "RDTL3CA" in out:
+        closids = read_line(host.sys / "fs/resctrl/info/L3/num_closids")
+        if closids and closids.isdigit():
+            out["RDTL3CA_NUM_CLOSID"] = str(int(closids) - 1)  # less the default group
+    return out
+
+
+def _misc_capacity(host: HostRoot, resource: str) -> int | None:
+    """cgroup v2 misc.capacity entry; upstream matches the line by prefix, so do we."""
+    for rel in ("fs/cgroup/misc.capacity", "fs/cgroup/misc/misc.capacity"):
+        text = read_text(host.sys / rel)
+        if text is None:
+            continue
+        for line in text.splitlines():
+            if line.startswith(resource):
+                parts = line.split(" ")
+                try:
+                    return int(parts[1])
+                except (IndexError, ValueError):
+                    return None
+        return None
+    return None
+
+
+def _kvm_param_on(host: HostRoot, module: str, param: str) -> bool:
+    raw = read_bytes(host.sys / "module" / module / "parameters" / param)
+    return raw is not None and raw[:1] in (b"1", b"Y")
+
+
+def _security(host: HostRoot, st: StaticFacts) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if st.arch == "s390x":
+        if read_text(host.sys / "firmware/uv/prot_virt_host") == "1\n":
+            out["se.enabled"] = "true"
+        return out
+    x86 = st.x86
+    if x86 is None:
+        return out
+    if x86.sgx_epc_bytes > 0:
+        out["sgx.enabled"] = "true"
+        out["sgx.epc"] = str(x86.sgx_epc_bytes)
+    if read_text(host.sys / "module/kvm_intel/parameters/tdx") == "Y\n":
+        out["tdx.enabled"] = "true"
+        keys = _misc_capacity(host, "tdx")
+        if keys is not None:
+            out["tdx.total_keys"] = str(keys)
+    if "TDX_GUEST" in x86.flags:
+        out["tdx.protected"] = "true"
+    if _kvm_param_on(host, "kvm_amd", "sev"):
+        out["sev.enabled"] = "true"
+        asids = _misc_capacity(host, "sev")
+        if asids is not None:
+            out["sev.asids"] = str(asids)
+    if _kvm_param_on(host, "kvm_amd", "sev_es"):
+        out["sev.es.enabled"] = "true"
+        ids = _misc_capacity(host, "sev_es")
+        if ids is not None:
+            out["sev.encrypted_state_ids"] = str(ids)
+    if _kvm_param_on(host, "kvm_amd", "sev_snp"):
+        out["sev.snp.enabled"] = "true"
+    return out
+
+
+def _sst(host: HostRoot, x86: X86Facts) -> dict[str, str]:
+    """SST-BF is on when some CPU's base frequency is above the nominal one from CPUID."""
+    devices = host.sys / "bus/cpu/devices"
+    for cpu in list_dir(devices):
+        raw = read_line(devices / cpu / "cpufreq/base_frequency")
+        if raw is None:
+            continue
+        try:
+            khz = int(raw)
+        except ValueError:
+            log.warning("cpu: SST-BF: %s/cpufreq/base_frequency is not an integer", cpu)
+            return {}
+        if x86.nominal_base_mhz == 0:
+            log.warning("cpu: SST-BF: nominal base frequency missing from CPUID")
+            return {}
+        if khz // 1000 > x86.nominal_base_mhz:
+            return {"bf.enabled": "true"}
+    return {}
+
+
+def _topology(host: HostRoot) -> dict[str, str]:
+    devices = host.sys / "bus/cpu/devices"
+    if not devices.is_dir():
+        return {}
+    ht = False
+    packages: set[str] = set()
+    for cpu in list_dir(devices):
+        siblings = read_text(devices / cpu / "topology/thread_siblings_list")
+        package = read_line(devices / cpu / "topology/physical_package_id")
+        if siblings is None or package is None:
+            return {}  # upstream gives up on the first unreadable CPU
+        ht = ht or "," in siblings or "-" in siblings
+        packages.add(package)
+    return {"hardware_multithreading": "true" if ht else "false", "socket_count": str(len(packages))}
+
+
+def _coprocessor(host: HostRoot) -> dict[str, str]:
+    if os.path.exists(host.sys / "devices/vio/ibm,compression-v1/nx_gzip_caps"):
+        return {"nx_gzip": "true"}
+    return {}
+
+
+def _hybrid(host: HostRoot) -> dict[str, str]:
+    """Intel hybrid parts: the kernel's per-core-type PMU devices list their CPUs. Only
+    reported when both core types exist."""
+    kinds = {k: read_line(host.sys / "devices" / k / "cpus") for k in ("cpu_core", "cpu_atom")}
+    if all(kinds.values()):
+        return {k: v for k, v in kinds.items() if v}
+    return {}

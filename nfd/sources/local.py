@@ -1,17 +1,158 @@
-"""The local feature source (placeholder until built)."""
+"""The local feature source: ``name[=value]`` lines of the files in ``features.d``.
+
+Each regular file of the directory (dot-files skipped, files over 64 KiB refused) is
+read in name order; each line ``name=value`` (or ``name``, meaning ``true``) gives
+``local.feature`` and ``local.label`` attributes, later files overriding earlier ones.
+Comment lines ``# +<directive>`` steer the lines that follow:
+
+- ``# +expiry-time=<RFC3339>``: lines after it are dropped once that time has passed;
+- ``# +no-label`` / ``# +no-feature``: the next line gives no label / no feature.
+
+A line that cannot be used (no name, a name with blanks, an unknown or malformed
+directive) is a warning naming the file and line; the other lines are kept.
+
+Executables in the directory are read as text like any file, never run: upstream
+removed feature hooks.
+"""
 
 from __future__ import annotations
+
+import logging
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
+
+log = logging.getLogger("nfd.sources")
+
+MAX_FILE_SIZE = 64 * 1024
+DIRECTIVE_PREFIX = "# +"
+
+
+@dataclass
+class ParsedFile:
+    features: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _parse_time(text: str) -> datetime | None:
+    try:
+        t = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    # RFC 3339 requires a zone; a time without one is not accepted.
+    return t if t.tzinfo is not None else None
+
+
+def parse_feature_file(text: str, where: str, now: datetime) -> ParsedFile:
+    """One file's lines -> features and labels; ``where`` names the file in warnings."""
+    out = ParsedFile()
+    expired = False
+    skip_label = skip_feature = False
+    for lineno, raw in enumerate(text.split("\n"), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            if not line.startswith(DIRECTIVE_PREFIX):
+                continue
+            key, sep, value = line[len(DIRECTIVE_PREFIX) :].partition("=")
+            if key == "expiry-time":
+                t = _parse_time(value) if sep else None
+                if t is None:
+                    out.warnings.append(
+                        f"{where}:{lineno}: expiry-time needs an RFC 3339 time, got {value!r}"
+                    )
+                else:
+                    expired = t < now
+            elif key == "no-label":
+                skip_label = True
+            elif key == "no-feature":
+                skip_feature = True
+            else:
+                out.warnings.append(f"{where}:{lineno}: unknown directive {key!r}")
+            continue
+        if expired:
+            continue
+        name, sep, value = line.partition("=")
+        if not name or any(c.isspace() for c in name):
+            out.warnings.append(f"{where}:{lineno}: {line!r} is not name[=value], ignored")
+            skip_label = skip_feature = False
+            continue
+        value = value if sep else "true"
+        if skip_feature:
+            out.features.pop(name, None)
+        else:
+            out.features[name] = value
+        if skip_label:
+            out.labels.pop(name, None)
+        else:
+            out.labels[name] = value
+        # no-label / no-feature apply to one line only.
+        skip_label = skip_feature = False
+    return out
+
+
+def features_dir(host: HostRoot, config: SourcesConfig) -> Path:
+    """The configured directory, taken under the host root's /etc when it is in /etc."""
+    d = config.local.features_dir
+    if d == "/etc" or d.startswith("/etc/"):
+        return host.etc / d[len("/etc") :].lstrip("/")
+    return Path(d)
+
+
+def read_features_dir(directory: Path, now: datetime, warn: Callable[[str], None]) -> ParsedFile:
+    total = ParsedFile()
+    try:
+        names = sorted(os.listdir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return total
+    except OSError as e:
+        warn(f"cannot list {directory}: {e.strerror or e}")
+        return total
+    for name in names:
+        if name.startswith("."):
+            continue
+        path = directory / name
+        try:
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if st.st_size > MAX_FILE_SIZE:
+                warn(f"{path}: {st.st_size} bytes is over the {MAX_FILE_SIZE}-byte limit, ignored")
+                continue
+            with open(path, "rb") as fh:
+                text = fh.read(MAX_FILE_SIZE + 1).decode("utf-8", "replace")
+        except FileNotFoundError:
+            continue  # removed while we looked
+        except OSError as e:
+            warn(f"cannot read {path}: {e.strerror or e}")
+            continue
+        parsed = parse_feature_file(text, str(path), now)
+        for w in parsed.warnings:
+            warn(w)
+        total.features.update(parsed.features)
+        total.labels.update(parsed.labels)
+    return total
 
 
 class LocalSource:
     name = "local"
 
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
-        return Features()
+        now = datetime.now(UTC)
+        parsed = read_features_dir(features_dir(host, config), now, log.warning)
+        f = Features()
+        f.set_attributes("local.label", parsed.labels)
+        f.set_attributes("local.feature", parsed.features)
+        return f
 
     def labels(self, features: Features, config: SourcesConfig) -> Labels:
-        return {}
+        return dict(features.attributes.get("local.label", {}))

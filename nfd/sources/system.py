@@ -1,17 +1,74 @@
-"""The system feature source (placeholder until built)."""
+"""The system feature source: os-release, node name and DMI ids.
+
+- ``system.osrelease``: every ``KEY=value`` of ``/etc/os-release`` (quotes trimmed, as
+  upstream: lines with an empty value are left out), plus ``VERSION_ID.major`` and
+  ``VERSION_ID.minor`` when ``VERSION_ID`` starts with numbers;
+- ``system.name``: ``nodename`` (``NODE_NAME`` from the environment, as upstream, else
+  the host's hostname);
+- ``system.dmiid``: ``sys_vendor``, ``product_name`` from ``/sys/devices/virtual/dmi/id``
+  where the machine has them.
+
+Labels: ``os_release.ID``, ``os_release.VERSION_ID``, ``.VERSION_ID.major``, ``.minor``.
+"""
 
 from __future__ import annotations
+
+import os
+import re
 
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
+from nfd.sources import _sysfs
+
+_LINE = re.compile(r"^(\w+)=(.+)")
+_VERSION = re.compile(r"^(\d+)(?:\.(\d+))?(?:\..*)?$")
+LABELLED_KEYS = ("ID", "VERSION_ID", "VERSION_ID.major", "VERSION_ID.minor")
+DMI_KEYS = ("sys_vendor", "product_name")
+
+
+def parse_os_release(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if m:
+            out[m.group(1)] = m.group(2).strip("\"'")
+    version = out.get("VERSION_ID")
+    if version is not None and (m := _VERSION.match(version)):
+        out["VERSION_ID.major"] = m.group(1)
+        if m.group(2):
+            out["VERSION_ID.minor"] = m.group(2)
+    return out
+
+
+def _node_name(host: HostRoot) -> str:
+    env = os.environ.get("NODE_NAME")
+    if env:
+        return env
+    return _sysfs.attr(str(host.proc / "sys/kernel/hostname")) or os.uname().nodename
 
 
 class SystemSource:
     name = "system"
 
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
-        return Features()
+        f = Features()
+        f.set_attributes("system.name", {"nodename": _node_name(host)})
+        # os-release lives in /etc, or only in /usr/lib where /etc's is a dangling link.
+        text = _sysfs.text(str(host.etc / "os-release"))
+        if text is None:
+            text = _sysfs.text(str(host.usr_lib / "os-release"))
+        if text is not None:
+            f.set_attributes("system.osrelease", parse_os_release(text))
+        dmi = {}
+        for key in DMI_KEYS:
+            value = _sysfs.attr(str(host.sys / "devices/virtual/dmi/id" / key))
+            if value is not None:
+                dmi[key] = value
+        if dmi:
+            f.set_attributes("system.dmiid", dmi)
+        return f
 
     def labels(self, features: Features, config: SourcesConfig) -> Labels:
-        return {}
+        release = features.attributes.get("system.osrelease", {})
+        return {f"os_release.{k}": release[k] for k in LABELLED_KEYS if k in release}
