@@ -111,27 +111,36 @@ class ResourceState:
             return list(self._reason)
 
     # -- health ------------------------------------------------------------------------
-    def _check(self, i: int) -> tuple[str | None, bool]:
-        """(why device ``i`` is unusable or None, whether its edits changed)."""
-        got = self.res.kind.refresh(self._base[i], self.host)
+    def _check(
+        self, base: FoundDevice, eff: FoundDevice
+    ) -> tuple[str | None, FoundDevice, FoundDevice | None]:
+        """I/O only, no lock: (why unusable or None, the kind's device, its new composed
+        form when the kind's view changed)."""
+        got = self.res.kind.refresh(base, self.host)
         if isinstance(got, str):
-            return got, False
-        moved = got is not self._base[i]
-        if moved:
-            self._base[i] = got
-            self._eff[i] = self._compose(got)
-        for n in self._eff[i].device_nodes:
+            return got, base, None
+        composed = self._compose(got) if got is not base else None
+        for n in (composed or eff).device_nodes:
             if not os.path.exists(host_file(self.host, n.host_path)):
-                return f"device node {n.host_path} missing", moved
-        return None, moved
+                return f"device node {n.host_path} missing", got, composed
+        return None, got, composed
 
     def refresh(self, which: Iterable[int] | None = None) -> bool:
-        """Re-check devices (all, or some) now; True when any health changed."""
+        """Re-check devices (all, or some) now; True when any health changed. The checks
+        run outside the lock, so Allocate never waits for a whole poll round."""
+        with self._cond:
+            idx = list(range(len(self._base)) if which is None else which)
+            bases = [self._base[i] for i in idx]
+            effs = [self._eff[i] for i in idx]
+        results = [self._check(b, e) for b, e in zip(bases, effs, strict=True)]
         changed = edits_changed = False
         with self._cond:
-            for i in range(len(self._base)) if which is None else which:
-                reason, moved = self._check(i)
-                edits_changed |= moved
+            for i, b, (reason, got, composed) in zip(idx, bases, results, strict=True):
+                if self._base[i] is not b:
+                    continue  # another refresh got there first with newer facts
+                if composed is not None:
+                    self._base[i], self._eff[i] = got, composed
+                    edits_changed = True
                 old = self._reason[i]
                 if (old is None) != (reason is None):
                     changed = True

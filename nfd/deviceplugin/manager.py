@@ -4,7 +4,9 @@ A supervisor thread looks at the plugin directory every ``watch_interval`` secon
 stat calls per resource):
 
 - our socket gone or replaced (a restarting kubelet deletes every socket) -> serve again;
-- ``kubelet.sock`` has a new inode (kubelet restarted) -> register again at once;
+- ``kubelet.sock`` is a new file (kubelet restarted) -> register again at once. A file is
+  known by inode *and* change time: a filesystem may hand a deleted socket's inode number
+  straight to the new one;
 - ``kubelet.sock`` missing -> wait; Register failing with UNAVAILABLE -> retry with
   exponential backoff (reset when kubelet.sock changes);
 - Register answered with an error -> that resource stops, with a log line; others go on.
@@ -22,7 +24,15 @@ from dataclasses import dataclass
 from nfd.deviceplugin import cdi
 from nfd.deviceplugin.health import HealthMonitor
 from nfd.deviceplugin.inventory import ResourceState
-from nfd.deviceplugin.server import KUBELET_SOCKET, MAX_SOCKET_PATH, Outcome, ResourcePlugin, socket_name
+from nfd.deviceplugin.server import (
+    KUBELET_SOCKET,
+    MAX_SOCKET_PATH,
+    FileId,
+    Outcome,
+    ResourcePlugin,
+    file_id,
+    socket_name,
+)
 
 log = logging.getLogger("nfd.deviceplugin")
 
@@ -33,8 +43,8 @@ BACKOFF_MAX = 5.0
 @dataclass
 class _Track:
     plugin: ResourcePlugin
-    registered_ino: int | None = None  # kubelet.sock inode we registered with
-    tried_ino: int | None = None
+    registered_ino: FileId | None = None  # the kubelet.sock we registered with
+    tried_ino: FileId | None = None
     next_try: float = 0.0
     backoff: float = BACKOFF_FIRST
     rejected: str | None = None
@@ -129,9 +139,9 @@ class Manager:
         except OSError as e:
             log.error("%s: cannot write CDI spec in %s: %s", s.name, self.cdi_dir, e.strerror or e)
 
-    def _kubelet_ino(self) -> int | None:
+    def _kubelet_ino(self) -> FileId | None:
         try:
-            return os.stat(os.path.join(self.plugin_dir, KUBELET_SOCKET)).st_ino
+            return file_id(os.stat(os.path.join(self.plugin_dir, KUBELET_SOCKET)))
         except OSError:
             return None
 

@@ -70,10 +70,10 @@ def _spread(
     """Take ``need`` from ``pool``, round-robin over physical devices (least used first)."""
     rank: dict[int | None, int] = {}
     keyed = []
-    for d in pool:
+    for i, d in enumerate(pool):  # pool order is node preference, then stable order
         p = physical_of(d)
-        used, position = order(d)
-        keyed.append((used + rank.get(p, 0), position, d))
+        used, _position = order(d)
+        keyed.append((used + rank.get(p, 0), i, d))
         rank[p] = rank.get(p, 0) + 1
     keyed.sort()
     return [d for _, _, d in keyed[:need]]

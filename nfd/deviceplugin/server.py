@@ -27,6 +27,14 @@ MAX_SOCKET_PATH = 107
 _STREAM_TICK = 0.5
 
 
+FileId = tuple[int, int, int]
+
+
+def file_id(st: os.stat_result) -> FileId:
+    """Which file this is: inode numbers alone get reused at once after a delete."""
+    return (st.st_dev, st.st_ino, st.st_ctime_ns)
+
+
 def socket_name(resource: str) -> str:
     return "nfd-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in resource) + ".sock"
 
@@ -130,7 +138,7 @@ class ResourcePlugin:
         self.workers = workers
         self._server: grpc.Server | None = None
         self._service: DevicePluginService | None = None
-        self._socket_ino: int | None = None
+        self._socket_id: FileId | None = None
 
     @property
     def name(self) -> str:
@@ -157,7 +165,7 @@ class ResourcePlugin:
             raise OSError(f"cannot listen on {self.socket}")
         server.start()
         self._server, self._service = server, service
-        self._socket_ino = os.stat(self.socket).st_ino
+        self._socket_id = file_id(os.stat(self.socket))
 
     def serving(self) -> bool:
         """Whether our socket file is still the one we listen on (kubelet deletes every
@@ -165,7 +173,7 @@ class ResourcePlugin:
         if self._server is None:
             return False
         try:
-            return os.stat(self.socket).st_ino == self._socket_ino
+            return file_id(os.stat(self.socket)) == self._socket_id
         except OSError:
             return False
 
@@ -174,14 +182,14 @@ class ResourcePlugin:
             self._service.stop()
         if self._server is not None:
             self._server.stop(grace=None)
-        if self._socket_ino is not None:
+        if self._socket_id is not None:
             try:  # remove the socket only if it is still ours
-                if os.stat(self.socket).st_ino == self._socket_ino:
+                if file_id(os.stat(self.socket)) == self._socket_id:
                     os.unlink(self.socket)
             except OSError:
                 pass
         self._server = self._service = None
-        self._socket_ino = None
+        self._socket_id = None
 
     def register(self, *, timeout: float = 5.0) -> tuple[Outcome, str]:
         kubelet = os.path.join(self.plugin_dir, KUBELET_SOCKET)

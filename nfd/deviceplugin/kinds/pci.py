@@ -28,9 +28,8 @@ _FIELDS = frozenset(
         "iommu_group",
     }
 )
-_ADDRESS = re.compile(
-    r"^[0-9a-fA-F*?\[\]-]{1,4}:[0-9a-fA-F*?\[\]-]{1,2}:[0-9a-fA-F*?\[\]-]{1,2}\.[0-7*?\[\]-]$|^\*$"
-)
+_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_ADDRESS_GLOB = re.compile(r"^[0-9a-f:.*?\[\]!-]+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +66,7 @@ class PciKind:
             tuple(a.lower() for a in string_list(m["address"], f"{where}.address")) if "address" in m else ()
         )
         for a in addresses:
-            if not _ADDRESS.match(a):
+            if not (_ADDRESS.match(a) or (any(c in a for c in "*?[") and _ADDRESS_GLOB.match(a))):
                 raise ConfigError(
                     f"{where}.address: {a!r} is not a PCI address like 0000:3b:00.0 (globs allowed)"
                 )

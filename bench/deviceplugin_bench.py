@@ -1,0 +1,156 @@
+"""Device-plugin figures: ``nfd device-plugin`` runs as its own process (as it does on a
+node) over a fixture host, and this process plays kubelet over real unix sockets.
+
+    PYTHONPATH=. python bench/deviceplugin_bench.py [--allocs 2000] [--trials 20]
+
+- Allocate latency (p50/p99) of a one-device request, client to plugin and back;
+- time from a device vanishing (its sysfs dir removed) to the ListAndWatch update, and
+  from its return to the Healthy update, with the default 200 ms poll and no udev;
+- time from kubelet.sock being re-created (a kubelet restart: every socket deleted) to
+  the plugin's new Register call, with the default 100 ms directory watch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "deviceplugin"))
+sys.path.insert(0, str(ROOT))
+
+from fixtures import FixtureHost  # noqa: E402
+from kubelet_standin import KubeletStandIn, short_tmpdir  # noqa: E402
+
+from nfd.deviceplugin.config import parse_config  # noqa: E402
+from nfd.deviceplugin.inventory import build_states  # noqa: E402
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
+
+
+def ms(x: float) -> str:
+    return f"{x * 1000:.2f} ms"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--allocs", type=int, default=2000)
+    ap.add_argument("--trials", type=int, default=20)
+    args = ap.parse_args()
+    logging.disable(logging.WARNING)
+    os.environ["GRPC_VERBOSITY"] = "ERROR"
+
+    work = Path(tempfile.mkdtemp(prefix="nfddp-bench-"))
+    plugin_dir = Path(short_tmpdir())
+    fx = FixtureHost(work / "host")
+    config = {
+        "resources": [
+            {
+                "name": "example.com/fpga",
+                "pci": {"vendor": "1172"},
+                "deviceNodes": ["/dev/vfio/{iommu_group}", "/dev/vfio/vfio"],
+                "env": {"FPGA_GROUPS": "{iommu_group}"},
+            }
+        ]
+    }
+    (work / "dp.yaml").write_text(yaml.safe_dump(config))
+    (work / "features.json").write_text(fx.features().to_json())
+    # The plugin's own share: health re-check of the device plus the edits, no transport.
+    states, _ = build_states(parse_config(config).resources, features=fx.features(), host=fx.host)
+    own = []
+    for _ in range(args.allocs):
+        t0 = time.perf_counter()
+        states[0].allocate(["0000:3b:00.0"])
+        own.append(time.perf_counter() - t0)
+    print(f"Allocate work in the plugin, no transport: p50 {ms(pct(own, 50))}  p99 {ms(pct(own, 99))}")
+    kubelet = KubeletStandIn(plugin_dir)
+    kubelet.start()
+    cmd = [sys.executable, "-m", "nfd", "device-plugin", "--config", str(work / "dp.yaml")]
+    cmd += ["--plugin-dir", str(plugin_dir), "--cdi-dir", str(work / "cdi")]
+    cmd += ["--features", str(work / "features.json"), "--host-root", str(fx.root)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GRPC_VERBOSITY": "ERROR"}
+    plugin = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
+    ok = True
+    try:
+        req = kubelet.registered(timeout=30)
+        with kubelet.client(req.endpoint) as c:
+            for _ in range(100):  # warm up the channel
+                c.allocate(["0000:3b:00.0"])
+            lat = []
+            for i in range(args.allocs):
+                dev = ("0000:3b:00.0", "0000:3c:00.0", "0000:af:00.0", "0000:b0:00.0")[i % 4]
+                t0 = time.perf_counter()
+                c.allocate([dev])
+                lat.append(time.perf_counter() - t0)
+            p50, p99 = pct(lat, 50), pct(lat, 99)
+            ok &= p99 <= 0.002
+            print(
+                f"Allocate latency through the socket ({args.allocs} calls): p50 {ms(p50)}  p99 {ms(p99)}  max {ms(max(lat))}  (target p99 <= 2 ms)"
+            )
+
+            w = c.watch()
+            w.until(lambda s: s.get("0000:af:00.0") == "Healthy")
+            sysdir = fx.root / "sys/bus/pci/devices/0000:af:00.0"
+            gone, back = [], []
+            for _ in range(args.trials):
+                t0 = time.perf_counter()
+                shutil.move(sysdir, work / "away")
+                at, _snap = w.until(lambda s: s.get("0000:af:00.0") == "Unhealthy")
+                gone.append(at - t0)
+                t0 = time.perf_counter()
+                shutil.move(work / "away", sysdir)
+                at, _snap = w.until(lambda s: s.get("0000:af:00.0") == "Healthy")
+                back.append(at - t0)
+            w.cancel()
+            ok &= max(gone) <= 1.0 and max(back) <= 1.0
+            print(
+                f"device vanished -> ListAndWatch Unhealthy ({args.trials} trials): "
+                f"mean {ms(statistics.mean(gone))}  max {ms(max(gone))}  (target <= 1 s)"
+            )
+            print(
+                f"device returned -> ListAndWatch Healthy  ({args.trials} trials): "
+                f"mean {ms(statistics.mean(back))}  max {ms(max(back))}  (target <= 1 s)"
+            )
+
+        rereg = []
+        for _ in range(max(5, args.trials // 2)):
+            t0 = kubelet.restart()
+            at, _req = kubelet.next_registration()
+            rereg.append(at - t0)
+        ok &= max(rereg) <= 1.0
+        print(
+            f"kubelet.sock re-created -> Register ({len(rereg)} restarts): "
+            f"mean {ms(statistics.mean(rereg))}  max {ms(max(rereg))}  (target <= 1 s)"
+        )
+    finally:
+        plugin.send_signal(signal.SIGTERM)
+        try:
+            plugin.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            plugin.kill()
+        kubelet.stop()
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(plugin_dir, ignore_errors=True)
+    print(
+        f"load average during the run: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs"
+    )
+    print("all targets met" if ok else "SOME TARGETS MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

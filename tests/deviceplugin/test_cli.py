@@ -1,0 +1,156 @@
+"""``nfd device-plugin`` as a user runs it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from fixtures import FixtureHost
+from kubelet_standin import KubeletStandIn, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def nfd(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "nfd", *args], capture_output=True, text=True, env=env, timeout=60, **kw
+    )  # type: ignore[call-overload]
+
+
+@pytest.fixture
+def setup(fx: FixtureHost, tmp_path: Path) -> tuple[Path, list[str]]:
+    feats = tmp_path / "features.json"
+    feats.write_text(fx.features().to_json())
+    return tmp_path / "dp.yaml", ["--features", str(feats), "--host-root", str(fx.root)]
+
+
+def write(path: Path, data: object) -> str:
+    path.write_text(yaml.safe_dump(data) if not isinstance(data, str) else data)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("config", "expect"),
+    [
+        (
+            {"resources": [{"name": "example.com/x", "pci": {"vendr": "8086"}}]},
+            "resources[0].pci.vendr: unknown selector key",
+        ),
+        ({"resources": [{"name": "fpga", "devnode": "/dev/x"}]}, "resources[0].name: invalid resource name"),
+        ("resources:\n  - name: example.com/x\n    pci: {vendor: 8086}\n", "quote hex IDs"),
+        ("resources: [", "not valid YAML"),
+    ],
+)
+def test_bad_config_is_one_line_exit_2(setup: tuple[Path, list[str]], config: object, expect: str) -> None:
+    cfg, extra = setup
+    p = nfd("device-plugin", "--config", write(cfg, config), "--check", *extra)
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nfd device-plugin: error: config ")
+    assert expect in lines[0]
+    assert "Traceback" not in p.stderr
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    p = nfd("device-plugin", "--config", str(tmp_path / "nope.yaml"), "--check")
+    assert p.returncode == 2 and "cannot read config" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_check_prints_devices_and_warns_on_empty_glob(setup: tuple[Path, list[str]], fx: FixtureHost) -> None:
+    cfg, extra = setup
+    fx.unbind("0000:b0:00.0")
+    config = {
+        "resources": [
+            {
+                "name": "example.com/fpga",
+                "pci": {"vendor": "1172", "class": "12"},
+                "deviceNodes": ["/dev/vfio/{iommu_group}"],
+            },
+            {"name": "example.com/tty", "devnode": ["/dev/ttyS*", "/dev/ttyACM*"]},
+            {"name": "example.com/none", "usb": {"vendor": "dead"}},
+        ]
+    }
+    p = nfd("device-plugin", "--config", write(cfg, config), "--check", *extra)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "example.com/fpga: 4 device(s), 4 allocatable" in out
+    assert "  0000:af:00.0  Healthy  numa=1  nodes=/dev/vfio/40" in out
+    assert "  0000:b0:00.0  Unhealthy (driver vfio-pci unbound)  numa=1" in out
+    assert "example.com/tty: 4 device(s)" in out and "  ttyS3  Healthy  numa=-  nodes=/dev/ttyS3" in out
+    assert "example.com/none: 0 device(s)" in out
+    assert "warning: resources[1].devnode: /dev/ttyACM* matches no device node" in p.stderr
+    assert (
+        "warning: resources[2]: example.com/none: no device matches usb vendor=dead; not served" in p.stderr
+    )
+
+
+def test_plugin_dir_must_exist(setup: tuple[Path, list[str]], tmp_path: Path) -> None:
+    cfg, extra = setup
+    config = {"resources": [{"name": "example.com/tty", "devnode": "/dev/ttyS*"}]}
+    p = nfd("device-plugin", "--config", write(cfg, config), "--plugin-dir", str(tmp_path / "nope"), *extra)
+    assert p.returncode == 2 and "--plugin-dir" in p.stderr and "not a directory" in p.stderr
+
+
+def test_serves_registers_and_stops_on_sigterm(
+    setup: tuple[Path, list[str]], plugin_dir: Path, tmp_path: Path
+) -> None:
+    cfg, extra = setup
+    config = {
+        "resources": [
+            {"name": "example.com/tty", "devnode": "/dev/ttyS*", "cdi": True},
+            {
+                "name": "example.com/fpga",
+                "pci": {"vendor": "1172"},
+                "deviceNodes": ["/dev/vfio/{iommu_group}"],
+            },
+        ]
+    }
+    k = KubeletStandIn(plugin_dir)
+    k.start()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "nfd",
+        "device-plugin",
+        "--config",
+        write(cfg, config),
+        "--plugin-dir",
+        str(plugin_dir),
+    ]
+    cmd += ["--cdi-dir", str(tmp_path / "cdi"), *extra]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        names = {k.registered(timeout=20).resource_name, k.registered(timeout=20).resource_name}
+        assert names == {"example.com/tty", "example.com/fpga"}
+        with k.client("nfd-example.com_tty.sock") as c:
+            resp = c.allocate(["ttyS0"]).container_responses[0]
+        assert [d.name for d in resp.cdi_devices] == ["example.com/tty=ttyS0"]
+        assert (tmp_path / "cdi/nfd-example.com-tty.json").is_file()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        assert wait_for(lambda: not any(p.name.startswith("nfd-") for p in plugin_dir.iterdir()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        k.stop()
+
+
+def test_all_rejected_exits_1(setup: tuple[Path, list[str]], plugin_dir: Path) -> None:
+    cfg, extra = setup
+    k = KubeletStandIn(plugin_dir, refuse={"example.com/tty"})
+    k.start()
+    try:
+        config = {"resources": [{"name": "example.com/tty", "devnode": "/dev/ttyS*"}]}
+        p = nfd("device-plugin", "--config", write(cfg, config), "--plugin-dir", str(plugin_dir), *extra)
+        assert p.returncode == 1
+        assert "kubelet rejected the registration" in p.stderr and "example.com/tty" in p.stderr
+    finally:
+        k.stop()
