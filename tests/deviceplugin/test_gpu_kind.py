@@ -325,3 +325,24 @@ def test_cli_check_lists_amd_gpus(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "amd.com/gpu: 2 device(s), 2 allocatable" in proc.stdout
     assert "0000:9d:00.0  Healthy  numa=1  nodes=/dev/dri/card2,/dev/dri/renderD129,/dev/kfd" in proc.stdout
+
+
+def test_the_event_thread_stops_when_nobody_asks_and_comes_back() -> None:
+    snap = h100x8()
+    fake = FakeNvml(snap)
+    kind = GpuKind(nvml=lambda: fake, event_wait=0.01, idle_stop=0.05)
+    cfg = parse_config(
+        {"resources": [{"name": "nvidia.com/gpu", "gpu": {"vendor": "nvidia"}}]}, KindRegistry((kind,))
+    )
+    (gpu,), _ = build_states(cfg.resources, features=Features(), host=HostRoot.under(HOSTS / "gpu-h100x8"))
+    first = kind._watcher
+    assert first is not None
+    first.join(timeout=10)  # a one-off look: the thread goes away by itself
+    assert not first.is_alive()
+    assert fake.closed >= 1
+    watches = fake.calls.count("watch")
+    gpu.refresh()  # health asked again: events again
+    assert kind._watcher is not None and kind._watcher is not first and kind._watcher.is_alive()
+    assert fake.calls.count("watch") == watches + 1
+    kind.close()
+    assert not kind._watcher.is_alive()

@@ -102,6 +102,8 @@ class GpuKind:
     clock: Callable[[], float] = time.monotonic
     # How long one NVML event wait blocks; bounds how long close() takes.
     event_wait: float = 1.0
+    # Seconds without a health refresh after which the event thread stops (real time).
+    idle_stop: float = 60.0
     name = "gpu"
     template_fields = FIELDS
     udev_subsystems: tuple[str, ...] = ("pci", "drm")
@@ -114,7 +116,11 @@ class GpuKind:
     _children: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False)
     _policy: dict[str, GpuSelector] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _watch_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _watcher: threading.Thread | None = field(default=None, init=False, repr=False)
+    _watched: list[str] = field(default_factory=list, init=False, repr=False)
+    _events_broken: bool = field(default=False, init=False, repr=False)
+    _last_refresh: float = field(default=0.0, init=False, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
 
     # -- config -------------------------------------------------------------------------
@@ -238,21 +244,43 @@ class GpuKind:
 
     # -- health -------------------------------------------------------------------------
     def _watch(self, nvml: Nvml, uuids: list[str]) -> None:
-        if not uuids:
-            return
-        try:
-            nvml.watch(uuids)
-        except (NvmlUnavailable, NvmlError) as e:
-            log.warning("NVML events unavailable, health from periodic NVML checks only: %s", e)
-            return
-        if self._watcher is None:
-            self._watcher = threading.Thread(
-                target=self._events, args=(nvml,), name="nfd-dp-nvml", daemon=True
-            )
-            self._watcher.start()
+        with self._lock:
+            self._watched.extend(u for u in uuids if u not in self._watched)
+        self._last_refresh = time.monotonic()
+        self._ensure_watcher()
+
+    def _ensure_watcher(self) -> None:
+        """Run the event thread while someone asks for health. It stops by itself after
+        ``idle_stop`` seconds without a refresh (a one-off look at the devices, as the
+        worker's view of served resources takes, must not leave a thread behind) and
+        starts again, re-registering for events, at the next refresh."""
+        nvml = self._adapter
+        # Health polls and Allocate calls refresh from different threads: one starts it.
+        with self._watch_lock:
+            with self._lock:
+                if nvml is None or not self._watched or self._stop.is_set():
+                    return
+                if self._watcher is not None and self._watcher.is_alive():
+                    return
+                uuids = list(self._watched)
+            try:
+                nvml.watch(uuids)
+            except (NvmlUnavailable, NvmlError) as e:
+                if not self._events_broken:
+                    log.warning("NVML events unavailable, health from periodic NVML checks only: %s", e)
+                    self._events_broken = True
+                return
+            thread = threading.Thread(target=self._events, args=(nvml,), name="nfd-dp-nvml", daemon=True)
+            with self._lock:
+                self._watcher = thread
+            thread.start()
 
     def _events(self, nvml: Nvml) -> None:
         while not self._stop.is_set():
+            if time.monotonic() - self._last_refresh > self.idle_stop:
+                log.debug("nobody asks for GPU health: NVML event thread stops")
+                nvml.close()
+                return
             try:
                 event = nvml.wait_event(self.event_wait)
             except (NvmlUnavailable, NvmlError) as e:
@@ -300,6 +328,8 @@ class GpuKind:
             if a.get("driver") and driver != a["driver"]:
                 return f"driver {a['driver']} unbound" if driver is None else f"driver changed to {driver}"
             return device
+        self._last_refresh = time.monotonic()
+        self._ensure_watcher()
         return self._nvidia_health(device)
 
     def _nvidia_health(self, device: FoundDevice) -> FoundDevice | str:
