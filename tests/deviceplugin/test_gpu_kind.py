@@ -346,3 +346,14 @@ def test_the_event_thread_stops_when_nobody_asks_and_comes_back() -> None:
     assert fake.calls.count("watch") == watches + 1
     kind.close()
     assert not kind._watcher.is_alive()
+
+
+def test_no_nvidia_gpu_on_pci_means_nvml_is_not_asked() -> None:
+    fake = FakeNvml(h100x8())
+    (gpu,), warnings, kind = states(
+        [{"name": "nvidia.com/gpu", "gpu": {"vendor": "nvidia"}}], "gpu-amd-mi300", fake
+    )
+    assert warnings == ["resources[0]: nvidia.com/gpu: no device matches gpu vendor=nvidia; not served"]
+    assert gpu.physical_ids == []
+    assert fake.calls == []
+    assert kind._watcher is None

@@ -39,7 +39,8 @@ from nfd.deviceplugin.kinds import mapping, string_list
 from nfd.deviceplugin.model import ConfigError, DeviceNode, FoundDevice
 from nfd.features import Features
 from nfd.hostroot import HostRoot
-from nfd.sources.gpu import AMD, AMD_DRIVERS, INTEL, INTEL_DRIVERS, drm_cards
+from nfd.sources._accel_sysfs import pci_functions
+from nfd.sources.gpu import AMD, AMD_DRIVERS, GPU_CLASSES, INTEL, INTEL_DRIVERS, drm_cards
 from nfd.sources.nvml import NO_INSTANCE, GpuInfo, Nvml, NvmlError, NvmlUnavailable, XidEvent
 
 log = logging.getLogger("nfd.deviceplugin")
@@ -184,6 +185,8 @@ class GpuKind:
         return self._adapter
 
     def _nvidia(self, sel: GpuSelector, host: HostRoot) -> list[FoundDevice]:
+        if not any(f.vendor == "10de" for f in pci_functions(host, classes=GPU_CLASSES)):
+            return []  # no NVIDIA GPU on PCI: nothing to ask NVML about
         nvml = self._open()
         if nvml is None:
             return []
