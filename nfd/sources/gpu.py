@@ -126,7 +126,8 @@ class GpuSource:
         if nvidia_pci or snapshot is not None:
             gpus, migs = _nvidia_instances(host, nvidia_pci, snapshot)
             feats.set_instances("gpu.nvidia", gpus)
-            feats.set_instances("gpu.nvidia_mig", migs)
+            if migs:
+                feats.set_instances("gpu.nvidia_mig", migs)
             feats.set_attributes("gpu.nvidia_driver", driver)
         # Nothing found, nothing said: a node without GPUs has no gpu features at all,
         # as upstream's feature set has none.
@@ -148,6 +149,8 @@ class GpuSource:
             snap = adapter.snapshot()
         except (NvmlUnavailable, NvmlError) as e:
             return None, self._report(str(e))
+        except Exception as e:  # a binding that behaves unexpectedly must not cost the PCI facts
+            return None, self._report(f"{type(e).__name__}: {e}")
         finally:
             adapter.close()
         if self._reported is not None:

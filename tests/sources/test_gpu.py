@@ -86,7 +86,7 @@ def test_h100_raw_features_join_nvml_and_sysfs() -> None:
     assert (first["family"], first["architecture"]) == ("hopper", "hopper")
     assert (first["device"], first["class"], first["driver"]) == ("2330", "0302", "nvidia")
     assert first["mig_capable"] == "true" and first["mig_enabled"] == "false"
-    assert feats.instances["gpu.nvidia_mig"] == []
+    assert "gpu.nvidia_mig" not in feats.instances
     assert feats.attributes["gpu.nvidia_driver"] == {
         "nvml": "true",
         "driver_version": "550.54.15",
@@ -253,6 +253,18 @@ def test_nvml_failing_midway_is_reported_and_pci_facts_stay(caplog: pytest.LogCa
     assert not any(k.startswith("nvidia.com/gpu.product") for k in labels)
     assert feats.attributes["gpu.nvidia_driver"] == {"nvml": "false", "nvml_error": "GPU is lost"}
     assert caplog.text.count("GPU is lost") == 1
+
+
+def test_a_misbehaving_binding_costs_only_the_nvml_facts(caplog: pytest.LogCaptureFixture) -> None:
+    class Odd(FakeNvml):
+        def snapshot(self) -> NvmlSnapshot:
+            raise AttributeError("module 'pynvml' has no attribute 'nvmlDeviceGetMigMode'")
+
+    with caplog.at_level(logging.WARNING):
+        feats, labels = run("gpu-h100x8", Odd())
+    assert labels["nvidia.count"] == "8"
+    assert feats.attributes["gpu.nvidia_driver"]["nvml_error"].startswith("AttributeError: ")
+    assert caplog.text.count("nvmlDeviceGetMigMode") == 1
 
 
 def test_nvml_recovering_is_noticed(caplog: pytest.LogCaptureFixture) -> None:
