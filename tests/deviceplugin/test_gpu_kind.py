@@ -341,6 +341,7 @@ def test_the_event_thread_stops_when_nobody_asks_and_comes_back() -> None:
     assert not first.is_alive()
     assert fake.closed >= 1
     watches = fake.calls.count("watch")
+    kind.idle_stop = 60.0  # from here on the thread must outlive a slow test machine
     gpu.refresh()  # health asked again: events again
     assert kind._watcher is not None and kind._watcher is not first and kind._watcher.is_alive()
     assert fake.calls.count("watch") == watches + 1
