@@ -517,5 +517,6 @@ def _mig_mixed(migs: list[Instance], replicas: int) -> Labels:
     out: Labels = {}
     for profile, group in sorted(by_profile.items()):
         if profile:
-            out.update(_mig_resource(f"{_NS}mig-{profile}", group, replicas))
+            # "+" (in "1g.10gb+me") cannot be part of a label name: it becomes ".".
+            out.update(_mig_resource(f"{_NS}mig-{profile.replace('+', '.')}", group, replicas))
     return out

@@ -153,7 +153,25 @@ def sysfs_pci_address(nvml_bus_id: str) -> str:
     return text
 
 
-def mig_profile(*, gi_slices: int, ci_slices: int, memory_mib: int, parent_memory_bytes: int) -> str:
+# GPU-instance profile kinds (nvmlGpuInstanceProfile indexes) whose names carry an
+# attribute after the size: media extensions (+me), graphics (+gfx), none (-me), all (+me.all).
+GI_PROFILE_SUFFIXES: dict[int, str] = {
+    0x7: "+me",
+    0x8: "+me",
+    0xA: "+gfx",
+    0xB: "+gfx",
+    0xC: "+gfx",
+    0xD: "-me",
+    0xE: "-me",
+    0xF: "+me.all",
+    0x10: "+me.all",
+    0x11: "+gfx",
+}
+
+
+def mig_profile(
+    *, gi_slices: int, ci_slices: int, memory_mib: int, parent_memory_bytes: int, suffix: str = ""
+) -> str:
     """The MIG profile name NVIDIA's tools use (``1g.10gb``, ``1c.3g.40gb``).
 
     The memory part is the instance's share of the GPU's memory, rounded up to eighths,
@@ -167,8 +185,8 @@ def mig_profile(*, gi_slices: int, ci_slices: int, memory_mib: int, parent_memor
         total_gb = (parent_memory_bytes + (1 << 30) - 1) >> 30
         mem_gb = round(fraction * total_gb)
     if ci_slices == gi_slices:
-        return f"{gi_slices}g.{mem_gb}gb"
-    return f"{ci_slices}c.{gi_slices}g.{mem_gb}gb"
+        return f"{gi_slices}g.{mem_gb}gb{suffix}"
+    return f"{ci_slices}c.{gi_slices}g.{mem_gb}gb{suffix}"
 
 
 # -- the real adapter -------------------------------------------------------------------
@@ -261,8 +279,28 @@ class PynvmlAdapter:
             mig_devices=migs,
         )
 
+    def _suffixes(self, nv: Any, h: Any) -> dict[int, str]:
+        """GPU-instance profile id on this GPU -> the attribute its name carries."""
+        out: dict[int, str] = {}
+        for kind, suffix in GI_PROFILE_SUFFIXES.items():
+            try:
+                out[int(nv.nvmlDeviceGetGpuInstanceProfileInfo(h, kind).id)] = suffix
+            except nv.NVMLError:
+                continue  # a profile this GPU does not have
+        return out
+
+    def _suffix(self, nv: Any, h: Any, gi: int, suffixes: dict[int, str]) -> str:
+        if not suffixes:
+            return ""
+        try:
+            info = nv.nvmlGpuInstanceGetInfo(nv.nvmlDeviceGetGpuInstanceById(h, gi))
+        except nv.NVMLError:
+            return ""  # e.g. not privileged to look at GPU instances: plain name
+        return suffixes.get(int(info.profileId), "")
+
     def _migs(self, nv: Any, h: Any, parent_memory: int) -> tuple[MigDeviceInfo, ...]:
         out: list[MigDeviceInfo] = []
+        suffixes = self._suffixes(nv, h)
         for slot in range(int(nv.nvmlDeviceGetMaxMigDeviceCount(h))):
             try:
                 m = nv.nvmlDeviceGetMigDeviceHandleByIndex(h, slot)
@@ -273,11 +311,12 @@ class PynvmlAdapter:
             a = nv.nvmlDeviceGetAttributes(m)
             gi_slices, ci_slices = int(a.gpuInstanceSliceCount), int(a.computeInstanceSliceCount)
             memory_mib = int(a.memorySizeMB)
+            gi = int(nv.nvmlDeviceGetGpuInstanceId(m))
             out.append(
                 MigDeviceInfo(
                     index=slot,
                     uuid=_text(nv.nvmlDeviceGetUUID(m)),
-                    gpu_instance_id=int(nv.nvmlDeviceGetGpuInstanceId(m)),
+                    gpu_instance_id=gi,
                     compute_instance_id=int(nv.nvmlDeviceGetComputeInstanceId(m)),
                     gi_slices=gi_slices,
                     ci_slices=ci_slices,
@@ -293,6 +332,7 @@ class PynvmlAdapter:
                         ci_slices=ci_slices,
                         memory_mib=memory_mib,
                         parent_memory_bytes=parent_memory,
+                        suffix=self._suffix(nv, h, gi, suffixes),
                     ),
                 )
             )

@@ -288,6 +288,7 @@ def test_amd_cards_get_kfd_and_go_unhealthy_when_unbound(tmp_path: Path) -> None
         ({"vendor": "matrox"}, "vendor: required"),
         ({"vendor": "amd", "migProfile": "1g.10gb"}, "MIG devices are NVIDIA's"),
         ({"vendor": "nvidia", "migProfile": "big"}, "not a MIG profile"),
+        ({"vendor": "nvidia", "migProfile": "1g.10gb+"}, "not a MIG profile"),
         ({"vendor": "nvidia", "recoverAfter": "soon"}, "recoverAfter"),
         ({"vendor": "nvidia", "ignoreXids": ["79"]}, "ignoreXids"),
         ({"vendor": "intel", "checkInterval": 5}, "vendor nvidia only"),
@@ -358,3 +359,14 @@ def test_no_nvidia_gpu_on_pci_means_nvml_is_not_asked() -> None:
     assert gpu.physical_ids == []
     assert fake.calls == []
     assert kind._watcher is None
+
+
+@pytest.mark.parametrize(
+    "profile", ["1g.10gb", "1c.3g.40gb", "1g.10gb+me", "1g.20gb-me", "2g.20gb+me.all", "1g.24gb+gfx", "*"]
+)
+def test_mig_profile_names_accepted(profile: str) -> None:
+    cfg = parse_config(
+        {"resources": [{"name": "nvidia.com/gpu", "gpu": {"vendor": "nvidia", "migProfile": profile}}]},
+        KindRegistry((GpuKind(),)),
+    )
+    assert cfg.resources[0].selector.mig_profiles == (profile,)

@@ -499,3 +499,18 @@ def test_every_mig_label_passes_the_label_policy() -> None:
     result = node_labels([gpu], feats, cfg)
     assert result.rejected == {}
     assert result.labels["nvidia.com/mig-3g.40gb.product"] == "NVIDIA-A100-SXM4-80GB-MIG-3g.40gb"
+
+
+def test_media_extension_profiles_get_valid_label_names() -> None:
+    from dataclasses import replace as dc_replace
+
+    snap = a100_mig((["1g.10gb"] * 7, ["1g.10gb"] * 7))
+    gpu0 = snap.gpus[0]
+    migs = tuple(dc_replace(m, profile="1g.10gb+me") if m.index == 0 else m for m in gpu0.mig_devices)
+    snap = dc_replace(snap, gpus=(dc_replace(gpu0, mig_devices=migs), snap.gpus[1]))
+    gpu = GpuSource(nvml=lambda: FakeNvml(snap))
+    cfg = WorkerConfig(sources=SourcesConfig(gpu=GpuConfig(mig_strategy="mixed")))
+    result = node_labels([gpu], gpu.discover(host("gpu-a100-mig"), cfg.sources), cfg)
+    assert result.rejected == {}
+    assert result.labels["nvidia.com/mig-1g.10gb.me.count"] == "1"
+    assert result.labels["nvidia.com/mig-1g.10gb.count"] == "13"

@@ -57,6 +57,8 @@ class FakePynvml:
         self.registered: dict[str, int] = {}
         self.shutdowns = 0
         self.inits = 0
+        self.gi_profiles: dict[int, int] = {1: 9}  # GI id -> profile id
+        self.gi_denied = False
 
     def _find(self, uuid: str) -> Dev:
         for d in self.devices:
@@ -140,6 +142,21 @@ class FakePynvml:
     def nvmlDeviceGetComputeInstanceId(self, m: Dev) -> int:
         return m.ci
 
+    # GPU-instance profiles: the A100's 1g+me profile has id 20; plain 1g is 19, 3g is 9.
+    def nvmlDeviceGetGpuInstanceProfileInfo(self, d: Dev, kind: int) -> Any:
+        ids = {0x0: 19, 0x2: 9, 0x7: 20}
+        if kind not in ids:
+            raise err(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return SimpleNamespace(id=ids[kind])
+
+    def nvmlDeviceGetGpuInstanceById(self, d: Dev, gi: int) -> Any:
+        if self.gi_denied:
+            raise err(pynvml.NVML_ERROR_NO_PERMISSION)
+        return ("gi", gi)
+
+    def nvmlGpuInstanceGetInfo(self, gi: Any) -> Any:
+        return SimpleNamespace(id=gi[1], profileId=self.gi_profiles.get(gi[1], 19))
+
     def nvmlEventSetCreate(self) -> str:
         return "event-set"
 
@@ -214,6 +231,17 @@ def test_snapshot_reads_gpus_and_mig_devices() -> None:
     adapter.close()
     adapter.close()
     assert nv.shutdowns == 1
+
+
+def test_media_extension_profiles_are_named_with_plus_me() -> None:
+    nv = a100_and_t4()
+    nv.gi_profiles[7] = 20  # GI 7 is a 1g+me instance
+    a100 = PynvmlAdapter(module=nv).snapshot().gpus[0]
+    assert [m.profile for m in a100.mig_devices] == ["3g.40gb", "1g.10gb+me"]
+    # Not allowed to look at GPU instances: plain names rather than a failure.
+    nv.gi_denied = True
+    a100 = PynvmlAdapter(module=nv).snapshot().gpus[0]
+    assert [m.profile for m in a100.mig_devices] == ["3g.40gb", "1g.10gb"]
 
 
 def test_init_failures_are_unavailable_with_nvml_words() -> None:

@@ -66,7 +66,7 @@ FIELDS = frozenset(
         "driver",
     }
 )
-_PROFILE = re.compile(r"^(\d+c\.)?\d+g\.\d+gb(\+[a-z]+)*$|^\*$")
+_PROFILE = re.compile(r"^(\d+c\.)?\d+g\.\d+gb([+-][a-z]+(\.[a-z]+)*)?$|^\*$")
 
 
 @dataclass(frozen=True)
