@@ -3,15 +3,21 @@
 Prints per-pass times of the gpu and fpga sources, of GFD label computation, and of one
 health poll of the gpu device kind over 8 GPUs (the device plugin polls every 200 ms).
 
-    PYTHONPATH=. python bench/accel_discovery.py
+    python bench/accel_bench.py
+
+Also the cost on this machine (usually no accelerator: what every GPU-less node pays).
+Asserts nothing.
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nfd.config import GpuConfig, SourcesConfig
 from nfd.deviceplugin.config import parse_config
@@ -59,6 +65,11 @@ def main() -> None:
     measure(
         "fpga source discover, Arria 10",
         lambda: FpgaSource().discover(HostRoot.under(HOSTS / "fpga-arria10"), cfg),
+    )
+    here, real_gpu, real_fpga = HostRoot(), GpuSource(), FpgaSource()
+    measure(
+        "gpu + fpga discover, this machine",
+        lambda: (real_gpu.discover(here, cfg), real_fpga.discover(here, cfg)),
     )
 
     kind = GpuKind(nvml=lambda: FakeNvml(h100x8()), event_wait=0.05)
