@@ -3,6 +3,7 @@ and the GPU device kind."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from nfd.hostroot import HostRoot
@@ -66,25 +67,51 @@ def _numa(raw: str | None) -> int | None:
     return node if node >= 0 else None
 
 
-def pci_function(
-    host: HostRoot, address: str, *, pci_class: str = "", vendor: str = ""
-) -> PciFunction | None:
-    """One PCI function's identity (``pci_class``/``vendor`` when the caller read them)."""
-    d = f"{host.sys}/bus/pci/devices/{address}"
-    pci_class = pci_class or hex_id(read_line(f"{d}/class"), 6)
-    vendor = vendor or hex_id(read_line(f"{d}/vendor"))
+_MODALIAS = re.compile(
+    r"^pci:v0000([0-9A-Fa-f]{4})d0000([0-9A-Fa-f]{4})sv0000([0-9A-Fa-f]{4})sd0000([0-9A-Fa-f]{4})"
+    r"bc([0-9A-Fa-f]{2})sc([0-9A-Fa-f]{2})i([0-9A-Fa-f]{2})$"
+)
+
+
+def _identity(d: str) -> tuple[str, str, str, str, str] | None:
+    """(class, vendor, device, subsystem vendor, subsystem device) of the function in
+    sysfs directory ``d``: from ``modalias`` in one read, else from the separate files."""
+    m = _MODALIAS.match(read_line(f"{d}/modalias") or "")
+    if m:
+        v, dev, sv, sd, bc, sc, pi = (g.lower() for g in m.groups())
+        return bc + sc + pi, v, dev, sv, sd
+    pci_class = hex_id(read_line(f"{d}/class"), 6)
+    vendor = hex_id(read_line(f"{d}/vendor"))
     if not pci_class or not vendor:
         return None
+    return (
+        pci_class,
+        vendor,
+        hex_id(read_line(f"{d}/device")),
+        hex_id(read_line(f"{d}/subsystem_vendor")),
+        hex_id(read_line(f"{d}/subsystem_device")),
+    )
+
+
+def _function(address: str, d: str, ident: tuple[str, str, str, str, str]) -> PciFunction:
+    pci_class, vendor, device, sub_vendor, sub_device = ident
     return PciFunction(
         address=address,
         pci_class=pci_class,
         vendor=vendor,
-        device=hex_id(read_line(f"{d}/device")),
-        subsystem_vendor=hex_id(read_line(f"{d}/subsystem_vendor")),
-        subsystem_device=hex_id(read_line(f"{d}/subsystem_device")),
+        device=device,
+        subsystem_vendor=sub_vendor,
+        subsystem_device=sub_device,
         driver=read_link_name(f"{d}/driver") or "",
         numa_node=_numa(read_line(f"{d}/numa_node")),
     )
+
+
+def pci_function(host: HostRoot, address: str) -> PciFunction | None:
+    """One PCI function's identity, driver and NUMA node; None when sysfs lacks it."""
+    d = f"{host.sys}/bus/pci/devices/{address}"
+    ident = _identity(d)
+    return None if ident is None else _function(address, d, ident)
 
 
 def pci_functions(
@@ -92,19 +119,20 @@ def pci_functions(
 ) -> list[PciFunction]:
     """PCI functions in address order: those whose class starts with one of ``classes``
     or whose vendor is one of ``vendors`` (every function when both are empty). A server
-    has hundreds of functions; only the wanted ones are read beyond their class."""
+    has hundreds of functions: each costs one read (``modalias``) unless it is wanted."""
     base = f"{host.sys}/bus/pci/devices"
     out = []
     for address in list_dir(base):
-        pci_class = hex_id(read_line(f"{base}/{address}/class"), 6)
-        vendor = ""
-        wanted = (not classes and not vendors) or (bool(classes) and pci_class.startswith(classes))
-        if not wanted and vendors:
-            vendor = hex_id(read_line(f"{base}/{address}/vendor"))
-            wanted = vendor in vendors
-        if not wanted:
+        d = f"{base}/{address}"
+        ident = _identity(d)
+        if ident is None:
             continue
-        f = pci_function(host, address, pci_class=pci_class, vendor=vendor)
-        if f is not None:
-            out.append(f)
+        pci_class, vendor = ident[0], ident[1]
+        wanted = (
+            (not classes and not vendors)
+            or (bool(classes) and pci_class.startswith(classes))
+            or vendor in vendors
+        )
+        if wanted:
+            out.append(_function(address, d, ident))
     return out

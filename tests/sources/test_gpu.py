@@ -514,3 +514,15 @@ def test_media_extension_profiles_get_valid_label_names() -> None:
     assert result.rejected == {}
     assert result.labels["nvidia.com/mig-1g.10gb.me.count"] == "1"
     assert result.labels["nvidia.com/mig-1g.10gb.count"] == "13"
+
+
+def test_sysfs_without_modalias_reads_the_separate_files(tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "host"
+    shutil.copytree(HOSTS / "gpu-h100x8", root, symlinks=True)
+    for f in root.glob("sys/bus/pci/devices/*/modalias"):
+        f.unlink()
+    fake = FakeNvml(h100x8())
+    src = GpuSource(nvml=lambda: fake)
+    assert src.discover(HostRoot.under(root), SourcesConfig()) == run("gpu-h100x8", FakeNvml(h100x8()))[0]
