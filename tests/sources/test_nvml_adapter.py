@@ -320,3 +320,11 @@ def test_sysfs_addresses() -> None:
     assert sysfs_pci_address("00000000:1E:00.0") == "0000:1e:00.0"
     assert sysfs_pci_address("0000:DB:00.0") == "0000:db:00.0"
     assert sysfs_pci_address("1E:00.0") == "0000:1e:00.0"
+
+
+def test_no_binding_installed_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml now raises ImportError
+    with pytest.raises(NvmlUnavailable, match="nvidia-ml-py"):
+        PynvmlAdapter().snapshot()
