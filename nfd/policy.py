@@ -11,15 +11,24 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING
+
+from nfd.features import Features
+
+if TYPE_CHECKING:
+    from nfd.rules import RuleOutput
 
 FEATURE_NS = "feature.node.kubernetes.io"
 PROFILE_NS = "profile.node.kubernetes.io"
 # Namespace of the master's own bookkeeping annotations.
 NFD_NS = "nfd.node.kubernetes.io"
 
-_ALLOWED = (FEATURE_NS, PROFILE_NS)
-_DENIED_NORMAL = frozenset({"kubernetes.io", "k8s.io"})
-_DENIED_WILDCARD = (".kubernetes.io", ".k8s.io")
+# ``kubernetes.io``, ``k8s.io`` and their sub-namespaces are denied, except the feature
+# namespace (labels: also the profile namespace) and their sub-namespaces. Upstream
+# v0.19's code denies only ``kubernetes.io``; its documentation and our policy also keep
+# ``k8s.io`` (the Kubernetes project's other namespace) out of reach of rules.
+_LABEL_ALLOWED = (FEATURE_NS, PROFILE_NS)
+_OTHER_ALLOWED = (FEATURE_NS,)  # annotations, extended resources, taints
 
 _NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -60,18 +69,20 @@ class Policy:
         )
 
     def namespace_denied(self, ns: str) -> bool:
-        if ns in _ALLOWED or ns.endswith(tuple("." + a for a in _ALLOWED)):
-            return False
+        """For labels, as upstream's master: the built-in denial or ``--deny-label-ns``
+        (``*`` prefixes make a suffix match; ``*`` alone denies every namespace), unless
+        ``--extra-label-ns`` names the namespace exactly."""
         if ns in self.extra_label_ns:
             return False
-        normal = set(_DENIED_NORMAL)
-        wildcard = list(_DENIED_WILDCARD)
+        if builtin_denied(ns, _LABEL_ALLOWED):
+            return True
         for d in self.deny_label_ns:
-            if d.startswith("*."):
-                wildcard.append(d[1:])
-            else:
-                normal.add(d)
-        return ns in normal or ns.endswith(tuple(wildcard))
+            if d.startswith("*"):
+                if ns.endswith(d.lstrip("*")):
+                    return True
+            elif ns == d:
+                return True
+        return False
 
     def whitelisted(self, base: str) -> bool:
         # Go's MatchString is a search, not an anchored match.
@@ -79,6 +90,16 @@ class Policy:
 
 
 DEFAULT_POLICY = Policy()
+
+
+_DENIED = ("kubernetes.io", "k8s.io")
+
+
+def builtin_denied(ns: str, allowed: tuple[str, ...]) -> bool:
+    """``kubernetes.io``, ``k8s.io`` and below, unless one of ``allowed`` or below it."""
+    if not any(ns == d or ns.endswith("." + d) for d in _DENIED):
+        return False
+    return not (ns in allowed or ns.endswith(tuple("." + a for a in allowed)))
 
 
 def _split_list(items: Iterable[str]) -> list[str]:
@@ -168,28 +189,39 @@ def filter_labels(
 
 
 def check_annotation(name: str, value: str, policy: Policy = DEFAULT_POLICY) -> str | None:
-    """Feature annotations live in ``feature.node.kubernetes.io`` and its sub-namespaces
-    (or an allowed extra namespace); the master's own ``nfd.node.kubernetes.io`` is
-    reserved."""
+    """Feature annotations: ``kubernetes.io`` namespaces are denied except
+    ``feature.node.kubernetes.io`` and below (so nfd's own ``nfd.node.kubernetes.io`` is
+    never writable by rules); ``--extra/--deny-label-ns`` do not apply (upstream)."""
     err = qualified_name_error(name)
     if err:
         return err
     ns, _ = split_ns(name)
-    if ns == NFD_NS or ns.endswith("." + NFD_NS):
-        return f"namespace {ns!r} is reserved for nfd's own annotations"
-    if ns and policy.namespace_denied(ns):
+    if not ns:
+        return "unprefixed keys are not allowed"
+    if builtin_denied(ns, _OTHER_ALLOWED):
         return f"namespace {ns!r} is not allowed"
-    if len(value) > 1024 * 256:
-        return "value too long"
+    if len(value) > ANNOTATION_VALUE_LIMIT:
+        return (
+            f"value too long: feature annotations must not be longer than {ANNOTATION_VALUE_LIMIT} characters"
+        )
     return None
 
 
+# Upstream's FeatureAnnotationValueSizeLimit.
+ANNOTATION_VALUE_LIMIT = 1 << 10
+
+
 def check_extended_resource(name: str, value: str, policy: Policy = DEFAULT_POLICY) -> str | None:
+    """A qualified name outside the denied ``kubernetes.io`` namespaces (the feature
+    namespace allowed) and a Kubernetes quantity. ``--extra/--deny-label-ns`` do not
+    apply (upstream)."""
     err = qualified_name_error(name)
     if err:
         return err
     ns, _ = split_ns(name)
-    if ns and policy.namespace_denied(ns):
+    if not ns:
+        return "unprefixed keys are not allowed"
+    if builtin_denied(ns, _OTHER_ALLOWED):
         return f"namespace {ns!r} is not allowed"
     try:
         parse_quantity(value)
@@ -199,16 +231,23 @@ def check_extended_resource(name: str, value: str, policy: Policy = DEFAULT_POLI
 
 
 def check_taint(key: str, value: str, effect: str, policy: Policy = DEFAULT_POLICY) -> str | None:
+    """Upstream checks the key's namespace (unprefixed keys are refused, ``kubernetes.io``
+    namespaces denied except the feature namespace) and the effect. The key's and value's
+    syntax are checked here too: the API server would refuse the Node patch otherwise."""
     if not policy.enable_taints:
         return "taints are disabled (enable with --enable-taints)"
+    ns, _ = split_ns(key)
+    if not ns:
+        return "unprefixed keys are not allowed"
+    if builtin_denied(ns, _OTHER_ALLOWED):
+        return f"namespace {ns!r} is not allowed"
+    if not effect:
+        return "empty taint effect"
+    if effect not in _TAINT_EFFECTS:
+        return f"invalid taint effect {effect!r} (must be one of {', '.join(_TAINT_EFFECTS)})"
     err = qualified_name_error(key)
     if err:
         return err
-    ns, _ = split_ns(key)
-    if ns and policy.namespace_denied(ns):
-        return f"namespace {ns!r} is not allowed"
-    if effect not in _TAINT_EFFECTS:
-        return f"taint effect {effect!r} must be one of {', '.join(_TAINT_EFFECTS)}"
     return label_value_error(value)
 
 
@@ -237,3 +276,116 @@ def parse_quantity(text: str) -> Decimal:
     if suffix[:1] in ("e", "E"):
         return base * (Decimal(10) ** int(suffix[1:]))
     return base * _SUFFIX[suffix]
+
+
+# -- what the master publishes from rule output ----------------------------------------
+
+
+@dataclass
+class Published:
+    """What may be written to the Node, names qualified, and what was refused and why
+    (per kind: ``labels``, ``annotations``, ``extendedResources``, ``taints``)."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    extended_resources: dict[str, str] = field(default_factory=dict)
+    taints: list[tuple[str, str, str]] = field(default_factory=list)  # (key, value, effect)
+    rejected: dict[str, dict[str, str]] = field(
+        default_factory=lambda: {"labels": {}, "annotations": {}, "extendedResources": {}, "taints": {}}
+    )
+
+
+def dynamic_value(value: str, features: Features, matched: Mapping[str, str] | None = None) -> str:
+    """Upstream's ``@domain.feature.element``: the value of an attribute feature element,
+    ``rule.matched`` (the rules' labels and vars) included. Raises ValueError."""
+    parts = value[1:].split(".", 2)
+    if len(parts) != 3:
+        raise ValueError(f"value {value} is not in the form of '@domain.feature.element'")
+    fname = f"{parts[0]}.{parts[1]}"
+    attrs = matched if fname == "rule.matched" and matched is not None else features.attributes.get(fname)
+    if attrs is None:
+        raise ValueError(f"feature {fname} not found")
+    if parts[2] not in attrs:
+        raise ValueError(f"element {parts[2]} not found on feature {fname}")
+    return attrs[parts[2]]
+
+
+def publish(
+    *,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str] = {},
+    extended_resources: Mapping[str, str] = {},
+    taints: Iterable[tuple[str, str, str]] = (),
+    features: Features,
+    matched: Mapping[str, str] | None = None,
+    policy: Policy = DEFAULT_POLICY,
+) -> Published:
+    """The master's filtering, in upstream's order: unprefixed label, annotation and
+    extended-resource names get ``feature.node.kubernetes.io/``; dynamic values of labels
+    and extended resources are resolved; then each item is checked. Taints only with
+    ``enable_taints``, keys unprefixed as written."""
+    out = Published()
+    for raw in sorted(labels):
+        name, value = qualify(raw), labels[raw]
+        if raw != name and name in labels:
+            continue  # the prefixed spelling wins
+        err = None
+        if value.startswith("@"):
+            try:
+                value = dynamic_value(value, features, matched)
+            except ValueError as e:
+                err = str(e)
+        err = err or check_label(name, value, policy)
+        if err:
+            out.rejected["labels"][name] = err
+        else:
+            out.labels[name] = value
+    for raw in sorted(annotations):
+        name, value = qualify(raw), annotations[raw]
+        if raw != name and name in annotations:
+            continue
+        err = check_annotation(name, value, policy)
+        if err:
+            out.rejected["annotations"][name] = err
+        else:
+            out.annotations[name] = value
+    for raw in sorted(extended_resources):
+        name, value = qualify(raw), extended_resources[raw]
+        if raw != name and name in extended_resources:
+            continue
+        err = None
+        if value.startswith("@"):
+            try:
+                value = dynamic_value(value, features, matched)
+            except ValueError as e:
+                err = str(e)
+        err = err or check_extended_resource(name, value, policy)
+        if err:
+            out.rejected["extendedResources"][name] = err
+        else:
+            out.extended_resources[name] = value
+    if policy.enable_taints:
+        for key, value, effect in taints:
+            err = check_taint(key, value, effect, policy)
+            if err:
+                out.rejected["taints"][f"{key}={value}:{effect}"] = err
+            elif (key, value, effect) not in out.taints:
+                out.taints.append((key, value, effect))
+    # Sorted by the published (qualified) name, so output does not depend on spelling.
+    out.labels = dict(sorted(out.labels.items()))
+    out.annotations = dict(sorted(out.annotations.items()))
+    out.extended_resources = dict(sorted(out.extended_resources.items()))
+    return out
+
+
+def publish_rule_output(output: RuleOutput, features: Features, policy: Policy = DEFAULT_POLICY) -> Published:
+    """``publish`` for what ``nfd.rules.evaluate`` returned."""
+    return publish(
+        labels=output.labels,
+        annotations=output.annotations,
+        extended_resources=output.extended_resources,
+        taints=[(t.key, t.value, t.effect) for t in output.taints],
+        features=features,
+        matched=output.matched,
+        policy=policy,
+    )

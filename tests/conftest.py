@@ -1,13 +1,36 @@
-"""Shared fixtures."""
+"""Shared fixtures.
+
+Test helpers are imported by their place in the tests tree: shared ones under the
+``tests`` package name (``from tests.fakeapi import FakeApiServer``), an area's own as
+"<area>.<module>" (tests/ is on the path). The repository root never goes on the path:
+the tests exercise the installed nfd package, not the source tree. pytest's importlib
+mode already maps the ``tests`` namespace package to this directory; the lines below make
+sure of it whatever imported first.
+"""
 
 from __future__ import annotations
 
+import sys
+import types
 from pathlib import Path
 
 import pytest
 
 TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS / "fixtures"
+
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+_pkg = sys.modules.get("tests")
+if _pkg is None or str(TESTS) not in list(getattr(_pkg, "__path__", [])):
+    _pkg = types.ModuleType("tests")
+    _pkg.__path__ = [str(TESTS)]
+    sys.modules["tests"] = _pkg
+
+from tests.fakeapi.fixtures import core_v1, fake_api, fake_api_client  # noqa: E402
+
+__all__ = ["core_v1", "fake_api", "fake_api_client", "fixtures"]
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -37,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--features", metavar="FILE",
-        help="use these raw features (upstream JSON shape, e.g. from nfd discover) instead of discovering pci/usb",
+        help="use these raw features (upstream JSON shape, or `nfd discover -o json` output) instead of discovering pci/usb",
     )  # fmt: skip
     p.add_argument(
         "--poll-interval", metavar="SECONDS", type=float, default=0.2,
@@ -51,9 +52,16 @@ def _features(args: argparse.Namespace, host: HostRoot) -> Features:
 
     if args.features:
         try:
-            return Features.from_json(Path(args.features).read_bytes())
+            data = json.loads(Path(args.features).read_bytes())
+            # Also take `nfd discover -o json` output and the worker's report, which
+            # hold the features under a "features" key.
+            if isinstance(data, dict) and isinstance(data.get("features"), dict):
+                data = data["features"]
+            return Features.from_dict(data)
         except OSError as e:
             raise CliError(f"--features {args.features}: {e.strerror or e}") from None
+        except json.JSONDecodeError as e:
+            raise CliError(f"--features {args.features}: not JSON ({e})") from None
         except FeatureFormatError as e:
             raise CliError(f"--features {args.features}: {e}") from None
     from nfd.config import SourcesConfig
@@ -91,13 +99,15 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--poll-interval must be positive")
     host = HostRoot.under(args.host_root) if args.host_root else HostRoot.from_env()
     states, warnings = build_states(config.resources, features=_features(args, host), host=host)
-    for w in warnings:
-        log.warning("%s", w)
+    if not config.resources:
+        warnings.append(f"{args.config} declares no resources; nothing to serve")
     if args.check:
         for w in warnings:
             print(f"warning: {w}", file=sys.stderr)
         _print_check(states)
         return 0
+    for w in warnings:
+        log.warning("%s", w)
 
     from nfd.deviceplugin.manager import Manager, socket_path_error
 

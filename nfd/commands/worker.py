@@ -3,27 +3,206 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
+from collections.abc import Callable
+
+from nfd import __version__
+
+DEFAULT_TOKEN_FILE = "/var/run/secrets/nfd/token"
+DEFAULT_STATUS_PORT = 8081
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--master", metavar="URL", help="the master's base URL (default $NFD_MASTER_URL)")
     p.add_argument("--config", metavar="FILE", help="worker config file (nfd-worker.conf)")
-    p.add_argument("--oneshot", action="store_true", help="one pass, deliver, exit (non-zero if not delivered)")
+    p.add_argument(
+        "--oneshot", action="store_true", help="one pass, deliver, exit (non-zero if not delivered)"
+    )
     p.add_argument("--node-name", metavar="NAME", help="this node's name (default $NODE_NAME)")
     p.add_argument("--sources", metavar="LIST", help="feature sources (as nfd discover)")
-    p.add_argument("--sleep-interval", metavar="DURATION", help="time between passes (default core.sleepInterval, 60s)")
+    p.add_argument(
+        "--sleep-interval", metavar="DURATION", help="time between passes (default core.sleepInterval, 60s)"
+    )
     p.add_argument(
         "--token-file", metavar="FILE",
         help="projected ServiceAccount token, read before each request "
         "(default /var/run/secrets/nfd/token when it exists)",
     )  # fmt: skip
     p.add_argument("--ca-file", metavar="FILE", help="CA bundle to verify the master's TLS certificate")
-    p.add_argument("--port", type=int, default=None, help="port for /healthz and /metrics (default 8081; 0 = off)")
-    p.add_argument("--device-plugin-config", metavar="FILE", help="also run the device plugin with this config")
-    p.add_argument("--plugin-dir", metavar="DIR", help="kubelet's device-plugin directory (with --device-plugin-config)")
+    p.add_argument(
+        "--port", type=int, default=None, help="port for /healthz and /metrics (default 8081; 0 = off)"
+    )
+    p.add_argument(
+        "--device-plugin-config",
+        metavar="FILE",
+        help="device-plugin config: report the resources it serves to the master (the plugin itself runs as nfd device-plugin)",
+    )
+    p.add_argument(
+        "--plugin-dir", metavar="DIR", help="kubelet's device-plugin directory (with --device-plugin-config)"
+    )
+    p.add_argument(
+        "--host-root", metavar="DIR",
+        help="read the host's sys, proc, etc ... below DIR (default: from NFD_HOST_* variables, else /)",
+    )  # fmt: skip
+    p.add_argument(
+        "--retry-max-delay", metavar="DURATION", default="60s",
+        help="longest wait between retries while the master is away or busy (default 60s)",
+    )  # fmt: skip
+    p.add_argument(
+        "--status-host", metavar="ADDR", default="0.0.0.0",
+        help="address the /healthz and /metrics server listens on (default 0.0.0.0)",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
-    from nfd.cli import CliError
+    import os
+    import signal
+    import threading
+    from pathlib import Path
 
-    raise CliError("nfd worker is not built yet", code=1)
+    from nfd.cli import CliError
+    from nfd.config import ConfigError, WorkerConfig, load_worker_config, parse_duration
+    from nfd.features import Features
+    from nfd.hostroot import HostRoot
+    from nfd.sources import UnknownSourceError, default_registry
+    from nfd.worker.backoff import Backoff
+    from nfd.worker.client import MasterClient
+    from nfd.worker.loop import Worker
+
+    log = logging.getLogger("nfd.worker")
+    if logging.getLogger().level > logging.DEBUG:
+        # APScheduler logs every run at info; at 60 passes an hour that is noise.
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
+
+    node = args.node_name or os.environ.get("NODE_NAME", "")
+    if not node:
+        raise CliError("no node name: give --node-name or set NODE_NAME", code=2)
+    master = args.master or os.environ.get("NFD_MASTER_URL", "")
+    if not master:
+        raise CliError("no master: give --master URL or set NFD_MASTER_URL", code=2)
+
+    config = WorkerConfig()
+    if args.config:
+        try:
+            config, warnings = load_worker_config(args.config)
+        except ConfigError as e:
+            raise CliError(str(e)) from None
+        for w in warnings:
+            log.warning("%s", w)
+    try:
+        interval = (
+            parse_duration(args.sleep_interval, where="--sleep-interval")
+            if args.sleep_interval
+            else config.core.sleep_interval
+        )
+        retry_cap = parse_duration(args.retry_max_delay, where="--retry-max-delay")
+    except ConfigError as e:
+        raise CliError(str(e)) from None
+    if retry_cap <= 0:
+        raise CliError("--retry-max-delay: must be more than 0")
+
+    if args.host_root is not None:
+        if not os.path.isdir(args.host_root):
+            raise CliError(f"--host-root {args.host_root}: no such directory")
+        host = HostRoot.under(args.host_root)
+    else:
+        host = HostRoot.from_env()
+
+    try:
+        spec = args.sources.split(",") if args.sources else list(config.core.feature_sources)
+        sources = default_registry().select(spec)
+    except UnknownSourceError as e:
+        raise CliError(str(e)) from None
+
+    token_file: Path | None = None
+    if args.token_file:
+        token_file = Path(args.token_file)
+    elif os.path.exists(DEFAULT_TOKEN_FILE):
+        token_file = Path(DEFAULT_TOKEN_FILE)
+    if args.ca_file and not os.path.isfile(args.ca_file):
+        raise CliError(f"--ca-file {args.ca_file}: no such file")
+
+    plugin_resources: Callable[[Features], list[str]] | None = None
+    if args.device_plugin_config:
+        # The device plugin's own config reader and device matching (no gRPC in them):
+        # a resource is reported while a device for it is present, as the plugin serves it.
+        from nfd.deviceplugin.config import load_config
+        from nfd.deviceplugin.model import ConfigError as PluginConfigError
+        from nfd.deviceplugin.view import served_resources
+
+        try:
+            plugin_config = load_config(args.device_plugin_config)
+        except PluginConfigError as e:
+            raise CliError(f"--device-plugin-config: {e}") from None
+
+        def plugin_resources(features: Features) -> list[str]:
+            return served_resources(plugin_config, features=features, host=host)
+
+    try:
+        client = MasterClient(master, token_file=token_file, ca_file=args.ca_file)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+
+    metrics = None
+    port = DEFAULT_STATUS_PORT if args.port is None else args.port
+    if not 0 <= port <= 65535:
+        raise CliError(f"--port {port}: expected 0 (off) to 65535")
+    if args.plugin_dir:
+        log.info("--plugin-dir is not used: the device plugin runs as nfd device-plugin")
+    if not args.oneshot and port:
+        from nfd.worker.metrics import WorkerMetrics
+
+        metrics = WorkerMetrics(node)
+    worker = Worker(
+        node=node,
+        sources=sources,
+        host=host,
+        config=config.sources,
+        client=client,
+        metrics=metrics,
+        backoff=Backoff(cap=retry_cap),
+        device_plugin_resources=plugin_resources or (),
+        oneshot=args.oneshot,
+    )
+
+    if args.oneshot:
+        outcome = worker.run_pass()
+        client.close()
+        if not outcome.delivered:
+            raise CliError(f"features not delivered: {outcome.reason}", code=1)
+        print(f"nfd worker: {outcome.reason} (node {node})", file=sys.stderr)
+        return 0
+
+    from nfd.sources.local import features_dir
+    from nfd.worker.agent import Agent
+    from nfd.worker.hotplug import UdevMonitor
+
+    names = {s.name for s in sources}
+    try:
+        agent = Agent(
+            worker,
+            interval=interval,
+            features_dir=features_dir(host, config.sources) if "local" in names else None,
+            monitor=UdevMonitor() if names & {"pci", "usb"} else None,
+            metrics=metrics,
+            status_host=args.status_host,
+            status_port=port or None,
+        )
+    except OSError as e:
+        raise CliError(f"cannot serve /healthz and /metrics on port {port}: {e.strerror or e}") from None
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal %d: stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log.info(
+        "nfd worker %s for node %s: master %s, every %gs, sources %s",
+        __version__, node, master, interval, ",".join(sorted(names)) or "none",
+    )  # fmt: skip
+    agent.run_until(stop)
+    return 0

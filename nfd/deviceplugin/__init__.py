@@ -8,6 +8,6 @@ Only :mod:`nfd.deviceplugin.server` and :mod:`nfd.deviceplugin.manager` import `
 
 from __future__ import annotations
 
-from nfd.deviceplugin.view import served_resources
+from nfd.deviceplugin.view import declared_resources, served_resources
 
-__all__ = ["served_resources"]
+__all__ = ["declared_resources", "served_resources"]

@@ -109,8 +109,12 @@ def parse_config(data: Any, kinds: KindRegistry | None = None) -> PluginConfig:
         if key not in _TOP_KEYS:
             raise ConfigError(f"{key}: unknown key (known: {', '.join(_TOP_KEYS)})")
     raw = data.get("resources")
-    if not isinstance(raw, list) or not raw:
-        raise ConfigError("resources: expected a non-empty list of resources")
+    if raw is None:
+        raise ConfigError("resources: required, a list of resources")
+    if not isinstance(raw, list):
+        raise ConfigError("resources: expected a list of resources")
+    # An empty list is allowed: a deployment may ship the plugin before anything is
+    # configured; the plugin then serves nothing and says so.
     out: list[ResourceConfig] = []
     seen: set[str] = set()
     for i, item in enumerate(raw):

@@ -49,6 +49,8 @@ class _Track:
     backoff: float = BACKOFF_FIRST
     rejected: str | None = None
     registrations: int = 0
+    next_serve: float = 0.0
+    serve_backoff: float = BACKOFF_FIRST
 
 
 def socket_path_error(plugin_dir: str, resources: Sequence[str]) -> str | None:
@@ -81,6 +83,7 @@ class Manager:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._done = threading.Event()
+        self._stopped = False
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------
@@ -101,6 +104,11 @@ class Manager:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop serving and remove our sockets (CDI specs stay). Safe to call twice."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -109,6 +117,15 @@ class Manager:
             t.plugin.stop()
         for s in self.states:
             s.close()
+        # Kinds holding resources (an NVML handle, an event thread) may offer close().
+        kinds = {id(s.res.kind): s.res.kind for s in self.states}
+        for kind in kinds.values():
+            close = getattr(kind, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception as e:  # shutting down: log and go on
+                    log.warning("closing device kind %s: %s: %s", kind.name, type(e).__name__, e)
         self._done.set()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -166,9 +183,18 @@ class Manager:
                 continue
             p = t.plugin
             if not p.serving():
+                if now < t.next_serve:
+                    continue
                 log.info("%s: socket %s gone (kubelet restarted?); serving again", p.name, p.socket)
-                p.serve()
                 t.registered_ino = None
+                try:
+                    p.serve()
+                    t.serve_backoff = BACKOFF_FIRST
+                except OSError as e:  # the directory went away, say: retry, quietly growing
+                    log.error("%s: %s; retry in %.1f s", p.name, e, t.serve_backoff)
+                    t.next_serve = now + t.serve_backoff
+                    t.serve_backoff = min(t.serve_backoff * 2, BACKOFF_MAX)
+                    continue
             if kubelet_ino is None or t.registered_ino == kubelet_ino:
                 continue
             if kubelet_ino != t.tried_ino:  # a new kubelet: try now, fresh backoff

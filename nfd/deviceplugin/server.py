@@ -206,7 +206,12 @@ class ResourcePlugin:
             except grpc.RpcError as e:
                 code = e.code() if isinstance(e, grpc.Call) else None
                 detail = (e.details() if isinstance(e, grpc.Call) else None) or str(e)
-                if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                # Not there, too slow, or going away mid-call: kubelet did not say no.
+                if code in (
+                    grpc.StatusCode.UNAVAILABLE,
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    grpc.StatusCode.CANCELLED,
+                ):
                     return Outcome.RETRY, detail
                 return Outcome.REJECTED, f"{code.name if code else 'error'}: {detail}"
         return Outcome.REGISTERED, ""

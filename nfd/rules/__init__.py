@@ -7,11 +7,14 @@ This module is the engine's public surface; the master, ``nfd rules test`` and t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from nfd.features import Features
+from nfd.rules.evaluate import FeatureView, RuleTrace, execute, merge_names
+from nfd.rules.expressions import EvalError
+from nfd.rules.model import Rule, RuleParseError, parse_rule
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,9 @@ class RuleError:
 @dataclass
 class RuleOutput:
     """What the rules set for one node, names as the rules wrote them (the master's
-    policy qualifies and filters them afterwards)."""
+    policy qualifies and filters them afterwards). Values may still be dynamic
+    (``@domain.feature.element``): the policy resolves them against the node's features
+    and ``matched``."""
 
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
@@ -44,6 +49,11 @@ class RuleOutput:
     taints: list[Taint] = field(default_factory=list)
     vars: dict[str, str] = field(default_factory=dict)
     errors: list[RuleError] = field(default_factory=list)
+    # The ``rule.matched`` feature after the last rule (labels and vars of every rule
+    # that matched), for dynamic values that refer to it.
+    matched: dict[str, str] = field(default_factory=dict)
+    # Per rule: matched or not and why (only when evaluate(..., explain=True)).
+    traces: list[RuleTrace] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -51,16 +61,111 @@ class RuleSet:
     """One NodeFeatureRule object (``metadata.name`` and its parsed ``spec.rules``)."""
 
     name: str
-    rules: tuple[Any, ...] = ()
+    rules: tuple[Rule, ...] = ()
+
+
+API_GROUP = "nfd.k8s-sigs.io"
+KIND = "NodeFeatureRule"
 
 
 def load_rulesets(docs: Iterable[Any]) -> tuple[list[RuleSet], list[RuleError]]:
     """Parse NodeFeatureRule objects (dicts as from YAML or the API server). Objects of
     other kinds are skipped; an invalid rule is reported and the object's other rules
     are kept. The result is sorted by object name, as upstream processes them."""
-    raise NotImplementedError
+    out: list[RuleSet] = []
+    errors: list[RuleError] = []
+    for index, doc in enumerate(_flatten(docs)):
+        if not isinstance(doc, Mapping):
+            if doc is not None:
+                errors.append(RuleError(f"document {index + 1}", "", "not a mapping"))
+            continue
+        if doc.get("kind") != KIND or not str(doc.get("apiVersion", "")).startswith(API_GROUP + "/"):
+            continue
+        meta = doc.get("metadata")
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        if not isinstance(name, str) or not name:
+            errors.append(RuleError(f"document {index + 1}", "", "metadata.name is required"))
+            continue
+        spec = doc.get("spec")
+        raw_rules = spec.get("rules") if isinstance(spec, Mapping) else None
+        if raw_rules is None:
+            raw_rules = []
+        if not isinstance(raw_rules, list):
+            errors.append(RuleError(name, "", "spec.rules: expected a list"))
+            continue
+        rules: list[Rule] = []
+        for i, raw in enumerate(raw_rules):
+            try:
+                rules.append(parse_rule(raw, f"spec.rules[{i}]"))
+            except RuleParseError as e:
+                rname = raw.get("name") if isinstance(raw, Mapping) else None
+                errors.append(RuleError(name, rname if isinstance(rname, str) else f"#{i}", str(e)))
+        out.append(RuleSet(name=name, rules=tuple(rules)))
+    out.sort(key=lambda rs: rs.name)
+    return out, errors
 
 
-def evaluate(rulesets: Sequence[RuleSet], features: Features) -> RuleOutput:
-    """Run the rules in order against one node's features."""
-    raise NotImplementedError
+def _flatten(docs: Iterable[Any]) -> Iterator[Any]:
+    # ``kubectl get nfr -o yaml`` gives a List with items.
+    for d in docs:
+        if (
+            isinstance(d, Mapping)
+            and str(d.get("kind", "")).endswith("List")
+            and isinstance(d.get("items"), list)
+        ):
+            yield from d["items"]
+        else:
+            yield d
+
+
+def evaluate(rulesets: Sequence[RuleSet], features: Features, *, explain: bool = False) -> RuleOutput:
+    """Run the rules in order against one node's features. Never raises for a bad rule:
+    it is reported in ``errors`` and the other rules still apply."""
+    out = RuleOutput()
+    view = FeatureView(features)
+    for rs in rulesets:
+        for rule in rs.rules:
+            try:
+                res = execute(rule, view, explain=explain)
+            except Exception as e:  # EvalError; anything else is a bug of ours, which
+                # must not cost the node its other rules either
+                reason = str(e) if isinstance(e, EvalError) else f"internal error: {type(e).__name__}: {e}"
+                out.errors.append(RuleError(rs.name, rule.name, reason))
+                if explain:
+                    out.traces.append(RuleTrace(rs.name, rule.name, False, reason, failed=True))
+                continue
+            if explain:
+                out.traces.append(RuleTrace(rs.name, rule.name, res.matched, res.reason))
+            if not res.matched:
+                continue
+            out.taints.extend(Taint(t.key, t.value, t.effect) for t in rule.taints)
+            merge_names(out.labels, res.labels)
+            merge_names(out.extended_resources, rule.extended_resources)
+            merge_names(out.annotations, rule.annotations)
+            out.vars.update(res.vars)
+            view.add_matched(res.labels)
+            view.add_matched(res.vars)
+    out.matched = dict(view.matched or {})
+    return out
+
+
+def lint_rulesets(rulesets: Sequence[RuleSet]) -> list[RuleError]:
+    """Problems that fail a rule whenever evaluation reaches them (see ``nfd.rules.lint``):
+    for reporting; ``evaluate`` is not affected."""
+    from nfd.rules.lint import rule_problems
+
+    return [
+        RuleError(rs.name, rule.name, p) for rs in rulesets for rule in rs.rules for p in rule_problems(rule)
+    ]
+
+
+__all__ = [
+    "RuleError",
+    "RuleOutput",
+    "RuleSet",
+    "RuleTrace",
+    "Taint",
+    "evaluate",
+    "lint_rulesets",
+    "load_rulesets",
+]

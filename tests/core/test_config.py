@@ -71,7 +71,10 @@ def test_intel_published_worker_config(tmp_path: Path) -> None:
     [
         ("core: [1, 2]", "core: expected a mapping"),
         ("core:\n  noPublish: 3\n", "core.noPublish: expected true or false"),
-        ("sources:\n  pci:\n    deviceClassWhitelist: '03'\n", "sources.pci.deviceClassWhitelist: expected a list"),
+        (
+            "sources:\n  pci:\n    deviceClassWhitelist: '03'\n",
+            "sources.pci.deviceClassWhitelist: expected a list",
+        ),
         ("core:\n  sleepInterval: soon\n", "sleepInterval: 'soon' is not a duration"),
         ("core: {\n", "not valid YAML (line"),
     ],

@@ -59,7 +59,10 @@ def test_upstream_baseline_file_parses(fixtures: Path) -> None:
         ({"bogus": {}}, "unknown key"),
         ({"flags": {"cpu.cpuid": {"elements": ["AVX"]}}}, "flags.cpu.cpuid.elements"),
         ({"attributes": {"cpu.model": {"elements": {"family": 6}}}}, "attributes.cpu.model.elements.family"),
-        ({"instances": {"pci.device": {"elements": [{"attributes": {"a": 1}}]}}}, "instances.pci.device.elements[0]"),
+        (
+            {"instances": {"pci.device": {"elements": [{"attributes": {"a": 1}}]}}},
+            "instances.pci.device.elements[0]",
+        ),
     ],
 )
 def test_bad_shapes_name_the_place(doc: object, where: str) -> None:

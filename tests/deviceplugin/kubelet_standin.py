@@ -8,7 +8,6 @@ directory, then listen on a new kubelet.sock. ``client()`` talks to a plugin's s
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
@@ -174,4 +173,3 @@ def short_tmpdir() -> str:
 
 
 __all__ = ["KubeletStandIn", "PluginClient", "Watch", "short_tmpdir", "wait_for"]
-os.environ.setdefault("GRPC_VERBOSITY", "ERROR")

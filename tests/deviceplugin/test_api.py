@@ -75,6 +75,6 @@ def test_wire_names_and_numbers() -> None:
 
 
 def test_worker_view_does_not_load_grpc() -> None:
-    code = "import sys, nfd.deviceplugin; from nfd.deviceplugin import served_resources; print('grpc' in sys.modules)"
+    code = "import sys, nfd.deviceplugin; from nfd.deviceplugin import served_resources, declared_resources; print('grpc' in sys.modules)"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert p.stdout.strip() == "False", p.stderr

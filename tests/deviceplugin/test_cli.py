@@ -154,3 +154,45 @@ def test_all_rejected_exits_1(setup: tuple[Path, list[str]], plugin_dir: Path) -
         assert "kubelet rejected the registration" in p.stderr and "example.com/tty" in p.stderr
     finally:
         k.stop()
+
+
+def test_features_from_discover_json_output(fx: FixtureHost, tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "discover.json"
+    out.write_text(json.dumps({"labels": {}, "features": fx.features().to_dict()}))
+    config = {"resources": [{"name": "example.com/serial", "usb": {"vendor": "0403"}}]}
+    p = nfd(
+        "device-plugin",
+        "--config",
+        write(tmp_path / "c.yaml", config),
+        "--check",
+        "--features",
+        str(out),
+        "--host-root",
+        str(fx.root),
+    )
+    assert p.returncode == 0, p.stderr
+    assert "example.com/serial: 2 device(s)" in p.stdout and "  1-1.2  Healthy" in p.stdout
+
+
+def test_bad_features_file(tmp_path: Path) -> None:
+    (tmp_path / "f.json").write_text("{not json")
+    config = {"resources": [{"name": "example.com/serial", "usb": {"vendor": "0403"}}]}
+    p = nfd(
+        "device-plugin",
+        "--config",
+        write(tmp_path / "c.yaml", config),
+        "--check",
+        "--features",
+        str(tmp_path / "f.json"),
+    )
+    assert p.returncode == 2 and "--features" in p.stderr and "not JSON" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_no_resources_is_a_warning(setup: tuple[Path, list[str]]) -> None:
+    cfg, extra = setup
+    p = nfd("device-plugin", "--config", write(cfg, "resources: []\n"), "--check", *extra)
+    assert p.returncode == 0
+    assert "declares no resources; nothing to serve" in p.stderr and p.stdout == ""

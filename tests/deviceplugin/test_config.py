@@ -20,6 +20,10 @@ def res(**kw: Any) -> dict[str, Any]:
     return {"resources": [{"name": "example.com/x", **kw}]}
 
 
+def test_empty_resource_list_is_allowed() -> None:
+    assert parse_config({"resources": []}).resources == ()
+
+
 def test_full_config() -> None:
     cfg = parse_config(
         res(
@@ -114,7 +118,8 @@ def test_full_config() -> None:
             },
             "resources[1].name: 'example.com/a' is declared twice",
         ),
-        ({"resources": []}, "resources: expected a non-empty list"),
+        ({"resources": {}}, "resources: expected a list"),
+        ({}, "resources: required"),
         ({"resource": []}, "resource: unknown key"),
         ([1], "config: expected a mapping"),
     ],

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from cdi_check import problems as cdi_problems
 from kubelet_standin import KubeletStandIn, wait_for
 
 FPGA = {
@@ -137,6 +138,7 @@ def test_cdi_names_and_spec_file(start_plugin, kubelet: KubeletStandIn, tmp_path
     files = sorted((tmp_path / "cdi").iterdir())
     assert [f.name for f in files] == ["nfd-example.com-fpga.json"]  # no temp file left behind
     spec = json.loads(files[0].read_text())
+    assert cdi_problems(spec) == []
     assert set(spec) == {"cdiVersion", "kind", "devices"}
     assert spec["cdiVersion"] == "1.0.0" and spec["kind"] == "example.com/fpga"
     by_name = {d["name"]: d for d in spec["devices"]}
@@ -272,6 +274,7 @@ def test_kubelet_restart_reregisters(start_plugin, kubelet: KubeletStandIn, plug
     m = start_plugin({"resources": [FPGA, {"name": "example.com/tty", "devnode": "/dev/ttyS*"}]})
     first = {kubelet.registered().resource_name, kubelet.registered().resource_name}
     assert first == {"example.com/fpga", "example.com/tty"}
+    assert wait_for(lambda: m.registrations("example.com/fpga") == m.registrations("example.com/tty") == 1)
     old = os.stat(plugin_dir / "nfd-example.com_fpga.sock")
     kubelet.restart()  # deletes every socket, new kubelet.sock
     again = {kubelet.registered().resource_name, kubelet.registered().resource_name}
@@ -339,3 +342,89 @@ def test_kubelet_not_answering_is_retried(start_plugin, plugin_dir: Path, caplog
         assert k.registered().resource_name == "example.com/fpga"
     finally:
         k.stop()
+
+
+def test_iommu_group_from_sysfs_when_features_lack_it(
+    fx, plugin_dir: Path, kubelet: KubeletStandIn, tmp_path: Path
+) -> None:
+    from nfd.deviceplugin.config import parse_config
+    from nfd.deviceplugin.inventory import build_states
+
+    feats = fx.features()
+    for inst in feats.instances["pci.device"]:
+        del inst["iommu_group"]
+    (fx.root / "sys/kernel/iommu_groups/77").mkdir(parents=True)
+    os.symlink("../../../../kernel/iommu_groups/77", fx.root / "sys/bus/pci/devices/0000:3b:00.0/iommu_group")
+    fx.touch("dev/vfio/77")
+    cfg = parse_config({"resources": [FPGA]})
+    states, _ = build_states(cfg.resources, features=feats, host=fx.host)
+    edits = states[0].allocate(["0000:3b:00.0"])
+    assert [d.host_path for d in edits.devices] == ["/dev/vfio/77", "/dev/vfio/vfio"]
+
+
+def test_kind_close_called_on_stop(fx, plugin_dir: Path) -> None:
+    from nfd.deviceplugin.config import parse_config
+    from nfd.deviceplugin.inventory import build_states
+    from nfd.deviceplugin.kinds import default_kinds
+    from nfd.deviceplugin.kinds.devnode import DevNodeKind
+    from nfd.deviceplugin.manager import Manager
+
+    class ClosingKind(DevNodeKind):
+        name = "closing"
+        closed = 0
+
+        def close(self) -> None:
+            ClosingKind.closed += 1
+
+    kinds = default_kinds().with_kind(ClosingKind())
+    cfg = parse_config({"resources": [{"name": "example.com/t", "closing": "/dev/ttyS0"}]}, kinds)
+    states, _ = build_states(cfg.resources, features=fx.features(), host=fx.host)
+    m = Manager(states, plugin_dir=str(plugin_dir), use_udev=False)
+    m.start()
+    assert m.served_resources() == ["example.com/t"]
+    m.stop()
+    assert ClosingKind.closed == 1
+
+
+def test_usb_replug_rewrites_cdi_spec(start_plugin, kubelet: KubeletStandIn, fx, tmp_path: Path) -> None:
+    start_plugin({"resources": [{"name": "example.com/serial", "usb": {"product": "6001"}, "cdi": True}]})
+    kubelet.registered()
+    spec = tmp_path / "cdi/nfd-example.com-serial.json"
+
+    def node_of_port() -> str:
+        devs = {d["name"]: d for d in json.loads(spec.read_text())["devices"]}
+        return devs["1-1.2"]["containerEdits"]["deviceNodes"][0]["hostPath"]
+
+    assert node_of_port() == "/dev/bus/usb/001/005"
+    assert cdi_problems(json.loads(spec.read_text())) == []
+    shutil.rmtree(fx.root / "sys/bus/usb/devices/1-1.2")
+    fx.add_usb("1-1.2", "1", "12")
+    assert wait_for(lambda: node_of_port() == "/dev/bus/usb/001/012")
+
+
+def test_long_device_ids_are_shortened(fx, plugin_dir: Path) -> None:
+    from nfd.deviceplugin.config import parse_config
+    from nfd.deviceplugin.inventory import build_states
+
+    long_name = "dev/" + "x" * 80
+    fx.touch(long_name)
+    cfg = parse_config({"resources": [{"name": "example.com/l", "devnode": "/dev/xxxx*", "replicas": 12}]})
+    states, _ = build_states(cfg.resources, features=fx.features(), host=fx.host)
+    ids = [sid for sid, _ in states[0].slots]
+    assert len(ids) == 12 and len(set(ids)) == 12
+    assert all(len(i) <= 63 for i in ids)
+    assert ids[11].endswith("::11") and ids[0].startswith("xxxx")
+    assert [d.host_path for d in states[0].allocate([ids[3]]).devices] == ["/" + long_name]
+
+
+def test_plugin_dir_gone_and_back(start_plugin, kubelet: KubeletStandIn, plugin_dir: Path, caplog) -> None:
+    m = start_plugin({"resources": [FPGA]})
+    kubelet.registered()
+    assert wait_for(lambda: m.registrations("example.com/fpga") == 1)  # the answer arrived too
+    kubelet.stop()
+    shutil.rmtree(plugin_dir)
+    assert wait_for(lambda: any("cannot listen" in r.getMessage() for r in caplog.records))
+    plugin_dir.mkdir()
+    kubelet.start()
+    assert kubelet.registered().resource_name == "example.com/fpga"
+    assert wait_for(lambda: m.registrations("example.com/fpga") == 2)

@@ -4,9 +4,10 @@ import json
 from pathlib import Path
 
 import yaml
+from cdi_check import problems as cdi_problems
 from fixtures import FixtureHost
 
-from nfd.deviceplugin import served_resources
+from nfd.deviceplugin import declared_resources, served_resources
 from nfd.deviceplugin.cdi import write_spec
 from nfd.deviceplugin.config import parse_config
 from nfd.deviceplugin.model import DeviceNode, FoundDevice
@@ -29,6 +30,48 @@ def test_served_resources_are_those_with_devices(fx: FixtureHost, tmp_path: Path
     assert served_resources(path, features=fx.features(), host=fx.host) == [
         "example.com/fpga",
         "example.com/tty",
+    ]
+    assert declared_resources(path) == ["example.com/absent", "example.com/fpga", "example.com/tty"]
+
+
+def test_cdi_checker_catches_what_loaders_refuse() -> None:
+    good = {
+        "cdiVersion": "1.0.0",
+        "kind": "example.com/x",
+        "devices": [{"name": "a", "containerEdits": {"env": ["A=1"]}}],
+    }
+    assert cdi_problems(good) == []
+    bad = {
+        "cdiVersion": "1.0.0",
+        "kind": "example.com/x",
+        "extra": 1,
+        "devices": [
+            {"name": "-a", "containerEdits": {}},
+            {"name": "b", "containerEdits": {"deviceNodes": [{"hostPath": "/dev/x", "perms": "r"}]}},
+        ],
+    }
+    got = cdi_problems(bad)
+    assert "spec.extra: unknown field" in got
+    assert "devices[0].name: invalid" in got and "devices[0].containerEdits: empty container edits" in got
+    assert "devices[1].containerEdits.deviceNodes[0].perms: unknown field" in got
+    assert "devices[1].containerEdits.deviceNodes[0].path: required, absolute" in got
+
+
+def test_cdi_spec_with_kind_edits_is_valid(tmp_path: Path) -> None:
+    from nfd.deviceplugin.model import CdiEdits, CdiHook, Mount
+
+    dev = FoundDevice(
+        id="GPU-0",
+        device_nodes=(DeviceNode("/dev/nvidia0", "/dev/nvidia0", "rw"),),
+        mounts=(Mount("/usr/lib/x.so", "/usr/lib/x.so"),),
+        cdi=CdiEdits(env=("A=1",), hooks=(CdiHook("createContainer", "/usr/bin/hook", ("hook", "ldcache")),)),
+    )
+    spec = json.loads(write_spec(tmp_path, "example.com/gpu", [("GPU-0", dev)]).read_text())
+    assert cdi_problems(spec) == []
+    edits = spec["devices"][0]["containerEdits"]
+    assert edits["env"] == ["A=1"]
+    assert edits["hooks"] == [
+        {"hookName": "createContainer", "path": "/usr/bin/hook", "args": ["hook", "ldcache"]}
     ]
 
 

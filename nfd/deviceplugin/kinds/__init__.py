@@ -63,6 +63,9 @@ class DeviceKind(Protocol):
         device, so it must be cheap (a few stat/readlink calls)."""
         ...
 
+    # Optional, not part of the protocol's required surface: ``close()`` is called once
+    # when the plugin stops, for kinds that hold resources (an NVML handle, a thread).
+
 
 class KindRegistry:
     """Kinds by config key; immutable, so no module-level mutable state is needed."""

@@ -41,9 +41,14 @@ def numa_above(sysfs_dir: Path, sys_root: Path) -> int | None:
     return None
 
 
-def driver_name(device_dir: Path) -> str | None:
-    """The bound driver (basename of the ``driver`` link), or None when unbound."""
+def link_name(link: Path) -> str | None:
+    """The name a sysfs link points to (``driver`` -> ``vfio-pci``), or None."""
     try:
-        return os.path.basename(os.readlink(device_dir / "driver"))
+        return os.path.basename(os.readlink(link))
     except OSError:
         return None
+
+
+def driver_name(device_dir: Path) -> str | None:
+    """The bound driver, or None when unbound."""
+    return link_name(device_dir / "driver")

@@ -9,7 +9,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from nfd.deviceplugin.kinds import hex_ids, mapping, string_list
-from nfd.deviceplugin.kinds._sysfs import driver_name, numa_value, read_attr
+from nfd.deviceplugin.kinds._sysfs import driver_name, link_name, numa_value, read_attr
 from nfd.deviceplugin.model import ConfigError, FoundDevice, env_name
 from nfd.features import Features
 from nfd.hostroot import HostRoot
@@ -105,6 +105,8 @@ class PciKind:
             attrs = {k: inst.get(k, "") for k in _FIELDS}
             attrs["address"] = addr
             sysdir = host.sys / "bus/pci/devices" / addr
+            if not attrs["iommu_group"]:  # the group's number is the name its link points to
+                attrs["iommu_group"] = link_name(sysdir / "iommu_group") or ""
             numa = numa_value(read_attr(sysdir / "numa_node"))
             if numa is None and not (sysdir / "numa_node").exists():
                 numa = numa_value(inst.get("numa_node"))  # sysfs unreadable: trust discovery

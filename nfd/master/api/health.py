@@ -1,0 +1,33 @@
+"""Probes and metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from nfd.master.api.deps import RuntimeDep
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    """The process serves requests."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", responses={503: {"description": "not ready, or not the leader"}})
+async def readyz(rt: RuntimeDep) -> Response:
+    """Ready for workers: rules listed and, with leader election, this instance leads
+    (a follower answers 503 so a Service sends workers to the leader)."""
+    ok, why = rt.ready()
+    return JSONResponse(
+        {"status": "ok" if ok else "not ready", "detail": why, "mode": rt.mode}, 200 if ok else 503
+    )
+
+
+@router.get("/metrics", response_class=Response)
+async def metrics(rt: RuntimeDep) -> Response:
+    """Prometheus metrics."""
+    return Response(rt.metrics.render(), media_type=CONTENT_TYPE_LATEST)

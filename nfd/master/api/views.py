@@ -1,0 +1,43 @@
+"""A node's record as the API shows it: plain dicts, serialised once (the steady-state
+answers are built often; a pydantic round trip per answer costs more than the work)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nfd.master.state import NodeRecord
+
+
+def _ts(t: Any) -> str | None:
+    return None if t is None else t.isoformat().replace("+00:00", "Z")
+
+
+def response_dict(rec: NodeRecord) -> dict[str, Any]:
+    """The PUT answer (NodeResponse)."""
+    d = rec.decision
+    return {
+        "node": rec.name,
+        "digest": rec.digest,
+        "labels": d.labels,
+        "annotations": d.annotations,
+        "extendedResources": d.extended_resources,
+        "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in d.taints],
+        "rejected": {
+            k: d.rejected.get(k, {}) for k in ("labels", "annotations", "extendedResources", "taints")
+        },
+        "updated": _ts(rec.updated),
+    }
+
+
+def status_dict(rec: NodeRecord) -> dict[str, Any]:
+    """The GET answer (NodeStatus)."""
+    out = response_dict(rec)
+    out.update(
+        nfdVersion=rec.nfd_version,
+        devicePluginResources=sorted(rec.device_plugin_resources),
+        published=_ts(rec.published),
+        inSync=rec.published is not None and rec.published >= rec.updated and not rec.last_error,
+        lastError=rec.last_error,
+        ruleErrors=list(rec.decision.rule_errors),
+    )
+    return out

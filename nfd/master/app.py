@@ -1,0 +1,84 @@
+"""The FastAPI application: routers, the body limit, and a lifespan that owns the
+master's parts (clients, publisher, leader election, rule watch)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp
+
+from nfd import __version__
+from nfd.master.api import health, nodes
+from nfd.master.bodylimit import BodyLimit
+from nfd.master.fastpath import FastPath
+from nfd.master.runtime import Runtime, build_runtime
+from nfd.master.settings import MasterSettings
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: MasterSettings | None = None, *, runtime: Runtime | None = None) -> FastAPI:
+    """An app around ``runtime`` (tests build their own) or one built from ``settings``."""
+    rt = runtime or build_runtime(settings or MasterSettings())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        s = rt.settings
+        log.warning(
+            "nfd master %s: %s mode%s", __version__, rt.mode,
+            "" if rt.mode == "kubernetes" else " (nodes kept in memory, nothing written to the API server)",
+        )  # fmt: skip
+        if not s.auth.enabled:
+            log.warning("worker authentication is OFF (--no-auth): any client may set any node's features")
+        await rt.start()
+        try:
+            yield
+        finally:
+            await rt.stop()
+
+    app = FastAPI(
+        title="nfd master",
+        version=__version__,
+        summary="Node Feature Discovery master: workers' raw features in, node labels out.",
+        lifespan=lifespan,
+        telemetry={"tracing": False, "metrics": False, "logs": False},
+    )
+    app.state.runtime = rt
+    _document_raw_bodies(app)
+    app.include_router(nodes.router)
+    app.include_router(health.router)
+    return app
+
+
+def serving_app(app: FastAPI) -> ASGIApp:
+    """What uvicorn serves: the body limit, then the steady-state fast path, both in
+    front of FastAPI (its middleware stack costs more than a heartbeat's work)."""
+    rt: Runtime = app.state.runtime
+    return BodyLimit(FastPath(app, lambda: rt), max_bytes=rt.settings.server.max_body_bytes)
+
+
+def _document_raw_bodies(app: FastAPI) -> None:
+    """The features PUT reads its body itself (to answer repeats without parsing); its
+    schema still goes into the OpenAPI document."""
+    from pydantic.json_schema import models_json_schema
+
+    from nfd.master.api.models import FeaturesRequest
+
+    default = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        spec = default()
+        _, defs = models_json_schema(
+            [(FeaturesRequest, "validation")], ref_template="#/components/schemas/{model}"
+        )
+        spec.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
+        app.openapi_schema = spec
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,65 @@
+"""The master's memory of nodes: each node's latest features (by content, see
+featurestore), its current decision, and what the API server was last seen to hold for
+the keys the master owns."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from nfd.master.decide import Decision
+from nfd.master.featurestore import FeatureStore
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(slots=True)
+class Observed:
+    """What the Node object holds for the keys that concern the master: its ownership
+    annotations and the labels, annotations, resources and taints they name (plus the
+    ones the master wants to set). Rebuilt from each GET / PATCH answer."""
+
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    capacity: dict[str, str]
+    allocatable: dict[str, str]
+    taints: list[dict[str, str]]
+    has_labels: bool = True
+    has_annotations: bool = True
+    has_capacity: bool = True
+    has_allocatable: bool = True
+    has_taints: bool = True
+    resource_version: str = ""
+
+
+@dataclass(slots=True)
+class NodeRecord:
+    name: str
+    digest: str
+    device_plugin_resources: frozenset[str]
+    nfd_version: str
+    decision: Decision
+    updated: datetime
+    observed: Observed | None = None  # None: read the Node before the next patch
+    published: datetime | None = None  # last time the Node was seen to match
+    last_error: str = ""
+    generation: int = 0  # bumped on every new decision
+    body_hash: bytes = b""  # of the last features request: an identical one is answered at once
+
+
+@dataclass
+class NodeStore:
+    nodes: dict[str, NodeRecord] = field(default_factory=dict)
+    features: FeatureStore = field(default_factory=FeatureStore)
+
+    def get(self, name: str) -> NodeRecord | None:
+        return self.nodes.get(name)
+
+    def __iter__(self) -> Iterator[NodeRecord]:
+        return iter(list(self.nodes.values()))
+
+    def __len__(self) -> int:
+        return len(self.nodes)

@@ -1,0 +1,355 @@
+"""The manifests, the CLI and the services cannot drift apart without a test failing."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from deploy.conftest import DEPLOY, OVERLAYS, REPO
+from deploy.manifests import containers, find, flag, pod_spec, workloads
+
+from nfd.cli import CliError, build_parser
+
+NFD_IMAGE = "nfd"
+
+
+def nfd_containers(docs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [
+        (w, c) for w in workloads(docs) for c in containers(w) if c["image"].split(":")[0].endswith(NFD_IMAGE)
+    ]
+
+
+def test_every_overlay_builds() -> None:
+    assert set(OVERLAYS) >= {"default", "device-plugins", "prometheus"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_overlay_validates_strictly_offline(built: dict[str, list[dict[str, Any]]], overlay: str) -> None:
+    version = kubernetes_validate.latest_version()
+    crd_kinds = {"ServiceMonitor"}
+    checked = 0
+    for doc in built[overlay]:
+        if doc["kind"] in crd_kinds:
+            continue
+        kubernetes_validate.validate(doc, version, strict=True)
+        checked += 1
+    assert checked >= 10
+
+
+def test_examples_validate_strictly() -> None:
+    version = kubernetes_validate.latest_version()
+    docs = [
+        d for p in sorted((DEPLOY / "examples").glob("*.yaml")) for d in yaml.safe_load_all(p.read_text())
+    ]
+    assert len(docs) >= 2
+    for d in docs:
+        kubernetes_validate.validate(d, version, strict=True)
+
+
+SERVICE_MONITOR_SCHEMA = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "spec": {
+            "type": "object",
+            "required": ["selector", "endpoints"],
+            "additionalProperties": False,
+            "properties": {
+                "selector": {"type": "object", "required": ["matchLabels"]},
+                "endpoints": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["port"],
+                        "properties": {
+                            "port": {"type": "string"},
+                            "path": {"type": "string"},
+                            "interval": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def test_service_monitors_point_at_served_ports(built: dict[str, list[dict[str, Any]]]) -> None:
+    docs = built["prometheus"]
+    monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    assert {m["metadata"]["name"] for m in monitors} == {"nfd-master", "nfd-worker"}
+    services = [d for d in docs if d["kind"] == "Service"]
+    for m in monitors:
+        jsonschema.validate(m, SERVICE_MONITOR_SCHEMA)
+        sel = m["spec"]["selector"]["matchLabels"]
+        matching = [s for s in services if sel.items() <= s["metadata"].get("labels", {}).items()]
+        assert matching, f"ServiceMonitor {m['metadata']['name']} selects no Service"
+        for ep in m["spec"]["endpoints"]:
+            assert any(ep["port"] in {p["name"] for p in s["spec"]["ports"]} for s in matching)
+            assert ep["path"] == "/metrics"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_container_args_are_flags_the_cli_accepts(
+    built: dict[str, list[dict[str, Any]]], overlay: str
+) -> None:
+    found = nfd_containers(built[overlay])
+    assert found
+    for _w, c in found:
+        args = list(c.get("command", [])[1:]) + list(c.get("args", []))
+        try:
+            build_parser().parse_args(args)
+        except CliError as e:
+            pytest.fail(f"{overlay}: container {c['name']} args {args} rejected: {e}")
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_container_is_locked_down(built: dict[str, list[dict[str, Any]]], overlay: str) -> None:
+    for w in workloads(built[overlay]):
+        spec = pod_spec(w)
+        pod_sc = spec.get("securityContext", {})
+        assert pod_sc.get("seccompProfile", {}).get("type") == "RuntimeDefault", w["metadata"]["name"]
+        for c in containers(w):
+            sc = c["securityContext"]
+            where = f"{overlay}: {w['metadata']['name']}/{c['name']}"
+            assert sc["allowPrivilegeEscalation"] is False, where
+            assert sc["readOnlyRootFilesystem"] is True, where
+            assert sc["capabilities"]["drop"] == ["ALL"], where
+            assert "add" not in sc["capabilities"], where
+            assert "privileged" not in sc or sc["privileged"] is False, where
+            if c["name"] != "nfd-device-plugin":  # the one exception, explained in its overlay
+                non_root = sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot"))
+                assert non_root is True, where
+                assert sc.get("runAsUser", pod_sc.get("runAsUser", 0)) != 0, where
+            assert c["resources"]["requests"]["cpu"] and c["resources"]["requests"]["memory"], where
+            assert c["resources"]["limits"]["memory"], where
+
+
+def test_worker_host_mounts_are_read_only_and_where_the_code_looks(
+    built: dict[str, list[dict[str, Any]]],
+) -> None:
+    from nfd.hostroot import HostRoot
+
+    ds = find(built["default"], "DaemonSet", "nfd-worker")
+    spec = pod_spec(ds)
+    host_volumes = {v["name"] for v in spec["volumes"] if "hostPath" in v}
+    (worker,) = [c for c in spec["containers"] if c["name"] == "nfd-worker"]
+    env = {e["name"]: e.get("value") for e in worker["env"]}
+    host = HostRoot.from_env({k: v for k, v in env.items() if v is not None})
+    mounts = {m["mountPath"]: m for m in worker["volumeMounts"]}
+    for m in worker["volumeMounts"]:
+        if m["name"] in host_volumes:
+            assert m.get("readOnly") is True, m
+    # Each host part the sources read is mounted where HostRoot says it is.
+    for part in ("sys", "boot", "usr_lib", "lib"):
+        assert str(getattr(host, part)) in mounts, part
+    assert str(host.etc / "os-release") in mounts
+    assert str(host.etc / "kubernetes/node-feature-discovery/features.d") in mounts
+
+
+def test_worker_token_is_projected_for_the_masters_audience(built: dict[str, list[dict[str, Any]]]) -> None:
+    docs = built["default"]
+    ds = find(docs, "DaemonSet", "nfd-worker")
+    spec = pod_spec(ds)
+    (worker,) = [c for c in spec["containers"] if c["name"] == "nfd-worker"]
+    token_file = Path(flag(worker["args"], "--token-file") or "")
+    mount = next(m for m in worker["volumeMounts"] if Path(m["mountPath"]) == token_file.parent)
+    vol = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    sat = vol["projected"]["sources"][0]["serviceAccountToken"]
+    assert sat["path"] == token_file.name
+    master = find(docs, "Deployment", "nfd-master")
+    (mc,) = containers(master)
+    assert sat["audience"] == flag(mc["args"], "--auth-audience")
+    ns, name = (flag(mc["args"], "--worker-service-account") or ":").split(":")
+    assert (ns, name) == (ds["metadata"]["namespace"], spec["serviceAccountName"])
+    # The worker itself gets no API token at all.
+    assert spec["automountServiceAccountToken"] is False
+
+
+def test_worker_reaches_the_master_service(built: dict[str, list[dict[str, Any]]]) -> None:
+    docs = built["default"]
+    svc = find(docs, "Service", "nfd-master")
+    (worker,) = [c for c in pod_spec(find(docs, "DaemonSet", "nfd-worker"))["containers"]]
+    url = flag(worker["args"], "--master") or ""
+    m = re.match(r"^http://([^.]+)\.([^.]+)\.svc:(\d+)$", url)
+    assert m, url
+    assert (m.group(1), m.group(2)) == (svc["metadata"]["name"], svc["metadata"]["namespace"])
+    assert int(m.group(3)) in {p["port"] for p in svc["spec"]["ports"]}
+
+
+def test_master_probes_and_ports_match_its_flags(built: dict[str, list[dict[str, Any]]]) -> None:
+    master = find(built["default"], "Deployment", "nfd-master")
+    (c,) = containers(master)
+    port = int(flag(c["args"], "--port") or 0)
+    named = {p["name"]: p["containerPort"] for p in c["ports"]}
+    for probe in ("readinessProbe", "livenessProbe"):
+        get = c[probe]["httpGet"]
+        assert named[get["port"]] == port
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert "--enable-leader-election" in c["args"]
+    assert master["spec"]["replicas"] == 2
+    pdb = find(built["default"], "PodDisruptionBudget", "nfd-master")
+    assert pdb["spec"]["selector"]["matchLabels"] == master["spec"]["selector"]["matchLabels"]
+
+
+def test_env_vars_set_in_manifests_are_read_by_the_code(built: dict[str, list[dict[str, Any]]]) -> None:
+    code = "\n".join(p.read_text() for p in (REPO / "nfd").rglob("*.py"))
+    names = {e["name"] for o in OVERLAYS for _w, c in nfd_containers(built[o]) for e in c.get("env", [])}
+    assert names
+    for name in names:
+        # HostRoot builds NFD_HOST_<PART> names from its fields.
+        if name.startswith("NFD_HOST_") and name not in code:
+            from nfd.hostroot import HostRoot
+
+            assert name[len("NFD_HOST_") :].lower() in HostRoot.__dataclass_fields__, name
+            continue
+        assert name in code, f"{name} is set in the manifests but nothing in nfd/ reads it"
+
+
+def test_master_rbac_is_exactly_what_it_needs(built: dict[str, list[dict[str, Any]]]) -> None:
+    docs = built["default"]
+    cr = find(docs, "ClusterRole", "nfd-master")
+    rules = {
+        (g, r, tuple(sorted(rule["verbs"])))
+        for rule in cr["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
+    assert rules == {
+        ("", "nodes", ("get", "list", "patch", "watch")),
+        ("", "nodes/status", ("patch",)),
+        ("", "pods", ("get",)),
+        ("authentication.k8s.io", "tokenreviews", ("create",)),
+        ("nfd.k8s-sigs.io", "nodefeaturerules", ("get", "list", "watch")),
+    }
+    role = find(docs, "Role", "nfd-master")
+    for rule in role["rules"]:
+        assert rule["resources"] == ["leases"]
+        assert "*" not in rule["verbs"]
+        if set(rule["verbs"]) - {"create"}:
+            assert rule["resourceNames"] == ["nfd-master.nfd.kubernetes.io"]
+    for d in docs:
+        if d["kind"] in ("ClusterRole", "Role"):
+            for rule in d["rules"]:
+                assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+    # The worker has no role at all.
+    bound = {s["name"] for d in docs if d["kind"].endswith("Binding") for s in d["subjects"]}
+    assert bound == {"nfd-master"}
+
+
+def crd_schema() -> dict[str, Any]:
+    crd = yaml.safe_load((DEPLOY / "base/crd/nodefeaturerule-crd.yaml").read_text())
+    schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def rule_files() -> list[Path]:
+    return sorted((REPO / "tests/fixtures/rules").glob("*/*.yaml"))
+
+
+# Two documentation snippets use the shorthand of the worker config's custom rules
+# (`vendor: ["0fff"]`, `- pci.device: {...}`), which the API server's schema for
+# NodeFeatureRule objects does not accept upstream either.
+WORKER_CONFIG_SHORTHAND = {"docs-wrapped-cg-b29.yaml", "docs-wrapped-cg-b37.yaml"}
+
+
+def prune_nulls(value: Any) -> Any:
+    """The API server drops null fields of non-nullable schema properties before it
+    validates a custom object; do the same."""
+    if isinstance(value, dict):
+        return {k: prune_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [prune_nulls(v) for v in value]
+    return value
+
+
+def test_published_rules_fit_the_crd_schema() -> None:
+    schema = crd_schema()
+    checked = 0
+    for p in rule_files():
+        for d in yaml.safe_load_all(p.read_text()):
+            if not (isinstance(d, dict) and d.get("kind") == "NodeFeatureRule"):
+                continue
+            if p.name in WORKER_CONFIG_SHORTHAND:
+                with pytest.raises(jsonschema.ValidationError):
+                    jsonschema.validate(prune_nulls(d), schema)
+                continue
+            jsonschema.validate(prune_nulls(d), schema)
+            checked += 1
+    assert checked >= 20
+
+
+def test_crd_schema_rejects_an_unknown_operator() -> None:
+    bad = {
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+        "kind": "NodeFeatureRule",
+        "metadata": {"name": "x"},
+        "spec": {
+            "rules": [
+                {
+                    "name": "r",
+                    "matchFeatures": [{"feature": "cpu.cpuid", "matchExpressions": {"AVX": {"op": "Maybe"}}}],
+                }
+            ]
+        },
+    }
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, crd_schema())
+
+
+def test_example_pod_selects_a_label_nfd_produces(fixtures: Path) -> None:
+    pod = yaml.safe_load((DEPLOY / "examples/pod-nodeselector.yaml").read_text())
+    baseline = (fixtures / "upstream-baseline/labels.txt").read_text().splitlines()
+    for key, value in pod["spec"]["nodeSelector"].items():
+        assert f"{key}={value}" in baseline
+
+
+def test_dockerfile_installs_this_package_as_a_non_root_nfd_entrypoint() -> None:
+    text = (REPO / "Dockerfile").read_text()
+    instructions = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    froms = [ln.split()[1] for ln in instructions if ln.startswith("FROM ")]
+    assert len(froms) >= 2, "multi-stage"
+    for image in froms:
+        assert ":" in image and not image.endswith(":latest"), image
+    assert any(ln.startswith("COPY nfd ") for ln in instructions)
+    assert any(ln.startswith("COPY pyproject.toml") for ln in instructions)
+    assert any("pip wheel" in ln and ln.rstrip().endswith(" .") for ln in instructions)
+    assert any("--no-index" in ln and " nfd" in ln for ln in instructions)
+    user = [ln for ln in instructions if ln.startswith("USER ")][-1].split()[1]
+    assert user.split(":")[0].isdigit() and user.split(":")[0] != "0"
+    assert 'ENTRYPOINT ["nfd"]' in instructions
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["nfd"] == "nfd.cli:main"
+    ignored = (REPO / ".dockerignore").read_text().split()
+    assert {".git", "tests", ".venv"} <= set(ignored)
+
+
+def test_device_plugin_config_map_is_a_valid_plugin_config(built: dict[str, list[dict[str, Any]]]) -> None:
+    from nfd.deviceplugin.config import parse_config
+
+    docs = built["device-plugins"]
+    cm = find(docs, "ConfigMap", "nfd-device-plugin-conf")
+    ds = find(docs, "DaemonSet", "nfd-worker")
+    spec = pod_spec(ds)
+    plugin = next(c for c in spec["containers"] if c["name"] == "nfd-device-plugin")
+    config_path = Path(flag(plugin["args"], "--config") or "")
+    mount = next(m for m in plugin["volumeMounts"] if Path(m["mountPath"]) == config_path.parent)
+    vol = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    assert vol["configMap"]["name"] == cm["metadata"]["name"]
+    parsed = parse_config(yaml.safe_load(cm["data"][config_path.name]))
+    assert parsed is not None
+    # kubelet's socket directory: the directory is mounted, never the socket file.
+    plugin_dir = flag(plugin["args"], "--plugin-dir")
+    dp_mount = next(m for m in plugin["volumeMounts"] if m["mountPath"] == plugin_dir)
+    dp_vol = next(v for v in spec["volumes"] if v["name"] == dp_mount["name"])
+    assert dp_vol["hostPath"]["type"] == "Directory"

@@ -1,0 +1,124 @@
+"""Worker authentication: TokenReview answers (from a stand-in for the client wrapper)
+mapped to 401 / 403 / 200, node binding by node-name or by pod, and the cache."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from nfd.master.app import create_app
+from nfd.master.auth import Authenticator
+from nfd.master.kube import KubeError
+from nfd.master.runtime import build_runtime
+
+from .conftest import memory_settings
+from .helpers import FixtureSource, features_with, serve
+
+SA = "system:serviceaccount:node-feature-discovery:nfd-worker"
+
+
+class ReviewApi:
+    """Answers TokenReviews and pod reads the way the API server would."""
+
+    def __init__(self) -> None:
+        self.reviews = 0
+        self.audiences: list[list[str]] = []
+        self.tokens: dict[str, dict[str, Any]] = {
+            "node-a": {"username": SA, "extra": {"authentication.kubernetes.io/node-name": ["a"]}},
+            "pod-b": {"username": SA, "extra": {
+                "authentication.kubernetes.io/pod-name": ["w-b"], "authentication.kubernetes.io/pod-uid": ["u1"]}},
+            "pod-stale": {"username": SA, "extra": {
+                "authentication.kubernetes.io/pod-name": ["w-b"], "authentication.kubernetes.io/pod-uid": ["old"]}},
+            "someone": {"username": "system:serviceaccount:default:app", "extra": {}},
+        }  # fmt: skip
+
+    async def token_review(self, token: str, audiences: list[str]) -> dict[str, Any]:
+        self.reviews += 1
+        self.audiences.append(audiences)
+        if token == "down":
+            raise KubeError(None, "connection refused")
+        user = self.tokens.get(token)
+        if user is None:
+            return {"status": {"authenticated": False, "error": "token expired"}}
+        return {"status": {"authenticated": True, "user": user}}
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        assert namespace == "node-feature-discovery"
+        if name != "w-b":
+            raise KubeError(404, "not found")
+        return {"metadata": {"uid": "u1"}, "spec": {"nodeName": "b"}}
+
+
+@pytest.fixture
+def authed():
+    s = memory_settings(auth__enabled=True, auth__audience="nfd-master")
+    s.auth.enabled = False  # build without an API client, then plug in the authenticator
+    rt = build_runtime(s, sources=[FixtureSource()])
+    s.auth.enabled = True
+    api = ReviewApi()
+    rt.authenticator = Authenticator(api=api, settings=s.auth, metrics=rt.metrics)  # type: ignore[arg-type]
+    with serve(create_app(runtime=rt)) as url, httpx.Client(base_url=url) as c:
+        yield c, api
+
+
+def put(c, node, token=None):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return c.put(
+        f"/api/v1/nodes/{node}/features", json={"features": features_with({"a": "1"})}, headers=headers
+    )
+
+
+def test_no_token_401(authed):
+    c, _ = authed
+    r = put(c, "a")
+    assert r.status_code == 401 and "token" in r.json()["detail"]
+    assert r.headers["www-authenticate"] == "Bearer"
+    assert c.put("/api/v1/nodes/a/features", headers={"Authorization": "Basic x"}, json={}).status_code == 401
+
+
+def test_invalid_token_401(authed):
+    c, _ = authed
+    r = put(c, "a", "garbage")
+    assert r.status_code == 401 and "token expired" in r.json()["detail"]
+
+
+def test_node_bound_token(authed):
+    c, api = authed
+    assert put(c, "a", "node-a").status_code == 200
+    assert api.audiences[0] == ["nfd-master"]
+    r = put(c, "b", "node-a")
+    assert r.status_code == 403 and "'a'" in r.json()["detail"]
+    r = c.post("/api/v1/nodes/b/heartbeat", json={"digest": "x"}, headers={"Authorization": "Bearer node-a"})
+    assert r.status_code == 403
+
+
+def test_pod_bound_token_resolved_through_the_pod(authed):
+    c, _ = authed
+    assert put(c, "b", "pod-b").status_code == 200
+    assert put(c, "a", "pod-b").status_code == 403
+    r = put(c, "b", "pod-stale")
+    assert r.status_code == 403 and "replaced" in r.json()["detail"]
+
+
+def test_other_service_account_403(authed):
+    c, _ = authed
+    r = put(c, "a", "someone")
+    assert r.status_code == 403 and "not the worker service account" in r.json()["detail"]
+
+
+def test_reviews_are_cached(authed):
+    c, api = authed
+    for _ in range(5):
+        assert put(c, "a", "node-a").status_code == 200
+    assert api.reviews == 1
+
+
+def test_api_server_down_is_503_not_cached(authed):
+    c, api = authed
+    r = put(c, "a", "down")
+    assert r.status_code == 503 and r.headers["retry-after"]
+    put(c, "a", "down")
+    assert api.reviews == 2
+    assert 'nfd_master_auth_failures_total{reason="503"} 2.0' in c.get("/metrics").text

@@ -1,0 +1,44 @@
+"""Content-addressed feature storage: digests as the worker computes them, groups shared."""
+
+from __future__ import annotations
+
+import json
+
+from nfd.features import Features
+from nfd.master.featurestore import FeatureStore, encode
+
+
+def sample(extra: str = "") -> Features:
+    f = Features()
+    f.set_flags("cpu.cpuid", ["AVX", "SSE4"])
+    f.set_attributes("kernel.version", {"full": "6.1.0", "major": "6"})
+    f.set_instances("pci.device", [{"class": "0300", "vendor": "10de"}, {"class": "0200", "vendor": "8086"}])
+    if extra:
+        f.set_attributes("system.name", {"nodename": extra})
+    return f
+
+
+def test_digest_equals_the_workers():
+    for f in (Features(), sample(), sample("n1")):
+        assert encode(f.to_dict()).digest == f.digest()
+
+
+def test_digest_of_the_upstream_baseline(fixtures):
+    raw = json.loads((fixtures / "upstream-baseline" / "features.json").read_text())
+    assert encode(raw).digest == Features.from_dict(raw).digest()
+
+
+def test_groups_are_stored_once_and_released():
+    store = FeatureStore()
+    a, b = encode(sample("a").to_dict()), encode(sample("b").to_dict())
+    store.put(a)
+    one = store.stored_bytes()
+    store.put(b)
+    # Only the differing group is stored again.
+    assert store.stored_bytes() - one < one / 2
+    assert store.get(a.digest).to_dict() == sample("a").to_dict()
+    store.release(a.digest)
+    assert a.digest not in store and b.digest in store
+    assert store.get(b.digest).to_dict() == sample("b").to_dict()
+    store.release(b.digest)
+    assert len(store) == 0 and store.stored_bytes() == 0

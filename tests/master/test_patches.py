@@ -1,0 +1,135 @@
+"""Patch computation: only what the master owns changes, nothing when in sync."""
+
+from __future__ import annotations
+
+import pytest
+
+from nfd.master.decide import Decision
+from nfd.master.patches import ER_ANN, LABELS_ANN, TAINTS_ANN, escape, node_patch, observe, status_patch
+from nfd.rules import Taint
+
+from .helpers import apply_json_patch
+
+FNS = "feature.node.kubernetes.io"
+
+
+def node(labels=None, annotations=None, capacity=None, taints=None):
+    n = {"metadata": {"name": "n1", "labels": labels or {}, "annotations": annotations or {}},
+         "spec": {}, "status": {"capacity": dict(capacity or {}), "allocatable": dict(capacity or {})}}  # fmt: skip
+    if taints is not None:
+        n["spec"]["taints"] = taints
+    return n
+
+
+def apply(n, decision, dpr=()):
+    obs = observe(n, decision)
+    ops = node_patch(decision, obs, device_plugin_resources=dpr)
+    sops = status_patch(decision, obs, device_plugin_resources=dpr)
+    out = apply_json_patch(n, ops + sops)
+    return out, ops, sops
+
+
+def test_escape_follows_rfc6901():
+    assert escape("a/b~c") == "a~1b~0c"
+
+
+def test_first_labelling_adds_labels_and_tracking_annotation():
+    d = Decision(labels={f"{FNS}/cpu-x": "true", "example.com/y": "1"})
+    out, ops, _ = apply(node(labels={"kubernetes.io/hostname": "n1"}), d)
+    assert out["metadata"]["labels"] == {
+        "kubernetes.io/hostname": "n1",
+        f"{FNS}/cpu-x": "true",
+        "example.com/y": "1",
+    }
+    # Default-namespace names are tracked without the namespace, as upstream does.
+    assert out["metadata"]["annotations"][LABELS_ANN] == "cpu-x,example.com/y"
+    assert {"op": "add", "path": f"/metadata/labels/{FNS.replace('/', '~1')}~1cpu-x", "value": "true"} in ops
+
+
+def test_in_sync_node_needs_no_patch():
+    d = Decision(labels={f"{FNS}/a": "1"}, extended_resources={f"{FNS}/r": "4"})
+    out, _, _ = apply(node(), d)
+    _, ops, sops = apply(out, d)
+    assert ops == [] and sops == []
+
+
+def test_stale_own_labels_removed_foreign_kept():
+    d1 = Decision(labels={f"{FNS}/a": "1", f"{FNS}/b": "2"})
+    out, _, _ = apply(node(labels={"team": "x", f"{FNS}/foreign": "z"}), d1)
+    out, ops, _ = apply(out, Decision(labels={f"{FNS}/a": "1"}))
+    assert out["metadata"]["labels"] == {"team": "x", f"{FNS}/foreign": "z", f"{FNS}/a": "1"}
+    assert [o["op"] for o in ops] == ["remove", "add"]  # the label, then the annotation
+    out, _, _ = apply(out, Decision())
+    assert out["metadata"]["labels"] == {"team": "x", f"{FNS}/foreign": "z"}
+    assert LABELS_ANN not in out["metadata"]["annotations"]
+
+
+def test_ownership_is_read_from_the_node_after_restart():
+    """A master that remembers nothing reads its annotation: it removes its stale label
+    and touches nothing else (upstream #2408)."""
+    n = node(labels={f"{FNS}/a": "1", f"{FNS}/old": "1", f"{FNS}/other": "1"},
+             annotations={LABELS_ANN: "a,old"})  # fmt: skip
+    out, ops, _ = apply(n, Decision(labels={f"{FNS}/a": "1"}))
+    assert ops == [
+        {"op": "remove", "path": f"/metadata/labels/{escape(FNS + '/old')}"},
+        {"op": "add", "path": f"/metadata/annotations/{escape(LABELS_ANN)}", "value": "a"},
+    ]
+    assert out["metadata"]["labels"][f"{FNS}/other"] == "1"
+
+
+def test_missing_maps_are_created():
+    n = {"metadata": {"name": "n1"}, "status": {}}
+    d = Decision(labels={f"{FNS}/a": "1"}, extended_resources={f"{FNS}/r": "2"})
+    out, _, _ = apply(n, d)
+    assert out["metadata"]["labels"] == {f"{FNS}/a": "1"}
+    assert out["status"]["capacity"] == out["status"]["allocatable"] == {f"{FNS}/r": "2"}
+
+
+def test_extended_resources_in_capacity_and_allocatable_and_removed_when_stale():
+    out, _, sops = apply(node(capacity={"cpu": "2"}), Decision(extended_resources={"vendor.io/a~b": "3"}))
+    assert {o["path"] for o in sops} == {
+        "/status/capacity/vendor.io~1a~0b",
+        "/status/allocatable/vendor.io~1a~0b",
+    }
+    assert out["status"]["capacity"] == {"cpu": "2", "vendor.io/a~b": "3"}
+    assert out["metadata"]["annotations"][ER_ANN] == "vendor.io/a~b"
+    out, _, _ = apply(out, Decision())
+    assert out["status"]["capacity"] == {"cpu": "2"} and out["status"]["allocatable"] == {"cpu": "2"}
+
+
+def test_equal_quantities_in_another_spelling_are_not_rewritten():
+    d = Decision(extended_resources={f"{FNS}/mem": "1024Mi"})
+    out, _, _ = apply(node(), d)
+    out["status"]["capacity"][f"{FNS}/mem"] = "1Gi"
+    out["status"]["allocatable"][f"{FNS}/mem"] = "1Gi"
+    _, _, sops = apply(out, d)
+    assert sops == []
+
+
+def test_device_plugin_resources_never_patched():
+    n = node(capacity={"nvidia.com/gpu": "8"}, annotations={ER_ANN: "nvidia.com/gpu"})
+    _, ops, sops = apply(n, Decision(), dpr=("nvidia.com/gpu",))
+    assert sops == []
+    assert all("capacity" not in o["path"] for o in ops)
+
+
+def test_recreated_node_gets_resources_again():
+    d = Decision(extended_resources={f"{FNS}/r": "1"})
+    out, _, _ = apply(node(), d)
+    out["status"]["capacity"].clear()  # kubelet re-created the Node
+    out["status"]["allocatable"].clear()
+    out, _, sops = apply(out, d)
+    assert len(sops) == 2 and out["status"]["capacity"] == {f"{FNS}/r": "1"}
+
+
+@pytest.mark.parametrize("existing", [None, [{"key": "other", "effect": "NoSchedule"}]])
+def test_taints_keep_others_and_replace_ours(existing):
+    t = Taint(f"{FNS}/special", "true", "NoSchedule")
+    out, _, _ = apply(node(taints=existing), Decision(taints=(t,)))
+    got = out["spec"]["taints"]
+    assert {"key": f"{FNS}/special", "value": "true", "effect": "NoSchedule"} in got
+    assert ({"key": "other", "effect": "NoSchedule"} in got) == bool(existing)
+    assert out["metadata"]["annotations"][TAINTS_ANN] == f"{FNS}/special=true:NoSchedule"
+    out, _, _ = apply(out, Decision())
+    assert out["spec"]["taints"] == (existing or [])
+    assert TAINTS_ANN not in out["metadata"]["annotations"]

@@ -1,0 +1,78 @@
+"""Rule outputs through the master (rules from --rules-dir), in memory mode."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+
+from nfd.rules import load_rulesets
+
+from .helpers import features_with
+
+FNS = "feature.node.kubernetes.io"
+
+RULES = textwrap.dedent("""
+    apiVersion: nfd.k8s-sigs.io/v1alpha1
+    kind: NodeFeatureRule
+    metadata: {name: gpu}
+    spec:
+      rules:
+        - name: gpu node
+          labels: {"gpu-ready": "true", "vendor.example.com/fast": "yes", "kubernetes.io/bad": "x"}
+          annotations: {"gpu-note": "present"}
+          extendedResources: {"vendor.example.com/widgets": "4", "nvidia.com/gpu": "8", "oops": "many"}
+          taints: [{key: "feature.node.kubernetes.io/gpu", value: "true", effect: NoSchedule}]
+          matchFeatures:
+            - feature: fixture.labels
+              matchExpressions: {gpu: {op: Exists}}
+""")
+
+
+def test_rules_from_dir_give_labels_annotations_resources_taints(master, tmp_path):
+    (tmp_path / "gpu.yaml").write_text(RULES)
+    c = master(
+        rules__rules_dir=tmp_path, policy__enable_taints=True, policy__extra_label_ns=["vendor.example.com"]
+    )
+    body = {"features": features_with({"gpu": "1"}), "devicePluginResources": ["nvidia.com/gpu"]}
+    got = c.put("/api/v1/nodes/g1/features", json=body).json()
+    assert got["labels"][f"{FNS}/gpu-ready"] == "true"
+    assert got["labels"]["vendor.example.com/fast"] == "yes"
+    assert "kubernetes.io/bad" in got["rejected"]["labels"]
+    assert got["annotations"] == {f"{FNS}/gpu-note": "present"}
+    assert got["extendedResources"] == {"vendor.example.com/widgets": "4"}
+    # A device plugin serves nvidia.com/gpu on this node: never patched by the master.
+    assert "device plugin" in got["rejected"]["extendedResources"]["nvidia.com/gpu"]
+    assert f"{FNS}/oops" in got["rejected"]["extendedResources"]
+    assert got["taints"] == [{"key": f"{FNS}/gpu", "value": "true", "effect": "NoSchedule"}]
+    plain = c.put("/api/v1/nodes/p1/features", json={"features": features_with({"cpu": "1"})}).json()
+    assert plain["labels"] == {f"{FNS}/fixture-cpu": "1"} and plain["taints"] == []
+    metrics = c.get("/metrics").text
+    assert "nfd_master_node_extendedresources_rejected_total 2.0" in metrics
+
+
+def test_taints_rejected_unless_enabled(master, tmp_path):
+    (tmp_path / "gpu.yaml").write_text(RULES)
+    c = master(rules__rules_dir=tmp_path)
+    got = c.put("/api/v1/nodes/g1/features", json={"features": features_with({"gpu": "1"})}).json()
+    assert got["taints"] == []
+    assert "--enable-taints" in next(iter(got["rejected"]["taints"].values()))
+
+
+def test_rule_change_re_evaluates_every_node(master, tmp_path):
+    c = master(rules__min_interval_s=0.0)
+    for n in ("a1", "a2"):
+        c.put(f"/api/v1/nodes/{n}/features", json={"features": features_with({"gpu": "1"})})
+    import yaml
+
+    sets, errors = load_rulesets([yaml.safe_load(RULES)])
+    assert not errors
+    rt = c.runtime
+    rt.rules._loop.call_soon_threadsafe(rt.service.set_rules, sets)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        views = [c.get(f"/api/v1/nodes/{n}").json() for n in ("a1", "a2")]
+        if all(f"{FNS}/gpu-ready" in v["labels"] for v in views):
+            break
+        time.sleep(0.02)
+    assert all(v["labels"][f"{FNS}/gpu-ready"] == "true" for v in views)
+    assert "nfd_master_nodefeaturerule_processing_duration_seconds_count 2.0" in c.get("/metrics").text

@@ -1,0 +1,332 @@
+"""The worker's parts on their own: client, error handling, backoff, debounce, watcher,
+device-plugin resource names."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from worker.worker_helpers import free_port, wait_until
+
+from nfd.config import SourcesConfig
+from nfd.features import Features
+from nfd.hostroot import HostRoot
+from nfd.worker.backoff import Backoff
+from nfd.worker.client import MasterClient, MasterUnreachable, Reply, parse_retry_after
+from nfd.worker.debounce import Debouncer
+from nfd.worker.hotplug import MonitorUnavailable, UdevMonitor
+from nfd.worker.loop import Worker
+from nfd.worker.watch import DirWatcher
+
+
+class Scripted:
+    """A loopback HTTP server answering from a script of (status, body, headers), recording
+    what it was sent. Used for the answers a well-behaved master gives rarely (403, 422,
+    503 with Retry-After) and for the headers a worker sends."""
+
+    def __init__(self) -> None:
+        self.answers: list[tuple[int, Any, dict[str, str]]] = []
+        self.hang_up = False  # close each connection after answering, without saying so
+        self.seen: list[dict[str, Any]] = []
+        script = self
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _any(self) -> None:
+                n = int(self.headers.get("Content-Length", "0"))
+                script.seen.append(
+                    {"method": self.command, "path": self.path, "auth": self.headers.get("Authorization"),
+                     "body": json.loads(self.rfile.read(n) or b"null")}
+                )  # fmt: skip
+                status, body, headers = (
+                    script.answers.pop(0) if script.answers else (200, {"known": True}, {})
+                )
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                if script.hang_up:
+                    self.close_connection = True
+
+            do_PUT = do_POST = _any
+
+            def log_message(self, *a: object) -> None:
+                pass
+
+        # Threads per connection, as daemons: a worker's kept-alive connection must not
+        # hold up the server's shutdown.
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def scripted() -> Iterator[Scripted]:
+    s = Scripted()
+    yield s
+    s.close()
+
+
+class OneFeature:
+    name = "system"
+
+    def __init__(self) -> None:
+        self.value = "1"
+
+    def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
+        f = Features()
+        f.set_attributes("system.test", {"v": self.value})
+        return f
+
+    def labels(self, features: Features, config: SourcesConfig) -> dict[str, str]:
+        return {}
+
+
+def make_worker(url: str, tmp_path: Path, **kw: Any) -> Worker:
+    return Worker(
+        node="n/1", sources=[OneFeature()], host=HostRoot.under(tmp_path), config=SourcesConfig(),
+        client=MasterClient(url, token_file=kw.pop("token_file", None)),
+        backoff=Backoff(rng=random.Random(1)), **kw,
+    )  # fmt: skip
+
+
+# -- client ---------------------------------------------------------------------------
+
+
+def test_the_token_is_read_before_each_request(scripted: Scripted, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    client = MasterClient(scripted.url, token_file=token)
+    client.heartbeat("n", "d")
+    token.write_text("rotated")
+    client.heartbeat("n", "d")
+    token.unlink()
+    client.heartbeat("n", "d")
+    assert [s["auth"] for s in scripted.seen] == ["Bearer first", "Bearer rotated", None]
+    assert scripted.seen[0]["path"] == "/api/v1/nodes/n/heartbeat"
+
+
+def test_node_names_are_quoted_and_a_url_prefix_is_kept(scripted: Scripted) -> None:
+    MasterClient(scripted.url + "/nfd/").put_features("a/b", {"x": 1})
+    assert scripted.seen[0]["path"] == "/nfd/api/v1/nodes/a%2Fb/features"
+
+
+def test_a_connection_the_master_dropped_is_replaced(scripted: Scripted) -> None:
+    scripted.hang_up = True
+    client = MasterClient(scripted.url)
+    replies = []
+    for _ in range(3):
+        replies.append(client.heartbeat("n", "d").status)
+        time.sleep(0.05)  # let the hang-up arrive
+    assert replies == [200, 200, 200]
+
+
+def test_unreachable_master_raises(tmp_path: Path) -> None:
+
+    with pytest.raises(MasterUnreachable, match="connection refused"):
+        MasterClient(f"http://127.0.0.1:{free_port()}").heartbeat("n", "d")
+
+
+def test_retry_after_and_reasons() -> None:
+    assert parse_retry_after("7") == 7.0
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0) == 10.0
+    assert parse_retry_after("soon") is None
+    r422 = Reply(422, {"detail": [{"loc": ["body", "digest"], "msg": "Field required", "type": "missing"}]})
+    assert r422.reason() == "HTTP 422: body.digest: Field required"
+    assert (
+        Reply(403, {"detail": "token is bound to node other"}).reason()
+        == "HTTP 403: token is bound to node other"
+    )
+    assert Reply(502, None).reason() == "HTTP 502"
+
+
+# -- the pass -------------------------------------------------------------------------
+
+
+def test_full_then_heartbeat_then_full_again_on_409(scripted: Scripted, tmp_path: Path) -> None:
+    w = make_worker(scripted.url, tmp_path, device_plugin_resources=["b.io/x", "a.io/y"])
+    scripted.answers = [(200, {"labels": {}}, {}), (200, {"known": True}, {}),
+                        (409, {"known": False, "detail": "restarted"}, {}), (200, {}, {})]  # fmt: skip
+    outcomes = [w.run_pass() for _ in range(3)]
+    assert [o.sent for o in outcomes] == ["features", "heartbeat", "features"]
+    kinds = [(s["method"], s["path"].rsplit("/", 1)[1]) for s in scripted.seen]
+    assert kinds == [("PUT", "features"), ("POST", "heartbeat"), ("POST", "heartbeat"), ("PUT", "features")]
+    body = scripted.seen[0]["body"]
+    assert body["digest"] == scripted.seen[1]["body"]["digest"] == w.discover().digest()
+    assert body["devicePluginResources"] == ["a.io/y", "b.io/x"]
+    assert body["features"]["attributes"]["system.test"] == {"elements": {"v": "1"}}
+    assert scripted.seen[0]["path"] == "/api/v1/nodes/n%2F1/features"
+
+
+@pytest.mark.parametrize("status", [403, 413, 422])
+def test_client_errors_wait_for_the_interval(scripted: Scripted, tmp_path: Path, status: int) -> None:
+    w = make_worker(scripted.url, tmp_path)
+    scripted.answers = [(status, {"detail": "no, because"}, {})]
+    o = w.run_pass()
+    assert not o.delivered and o.retry_in is None
+    assert o.reason == f"master refused the features: HTTP {status}: no, because"
+
+
+@pytest.mark.parametrize("status", [401, 429, 500, 503])
+def test_busy_or_broken_master_means_backoff(scripted: Scripted, tmp_path: Path, status: int) -> None:
+    w = make_worker(scripted.url, tmp_path)
+    scripted.answers = [(status, {"detail": "later"}, {"Retry-After": "30"})]
+    o = w.run_pass()
+    assert not o.delivered and o.retry_in is not None and o.retry_in >= 30  # Retry-After honoured
+
+
+def test_the_newest_features_go_out_after_failures(scripted: Scripted, tmp_path: Path) -> None:
+    w = make_worker(scripted.url, tmp_path)
+    source = w.sources[0]
+    scripted.answers = [(503, {}, {}), (503, {}, {}), (200, {}, {})]
+    w.run_pass()
+    source.value = "2"  # type: ignore[attr-defined]
+    w.run_pass()
+    source.value = "3"  # type: ignore[attr-defined]
+    assert w.run_pass().delivered
+    assert scripted.seen[-1]["body"]["features"]["attributes"]["system.test"]["elements"] == {"v": "3"}
+    assert w.backoff.failures == 0
+
+
+# -- backoff, debounce ----------------------------------------------------------------
+
+
+def test_backoff_grows_to_its_cap_with_jitter() -> None:
+    b = Backoff(initial=1, cap=8, rng=random.Random(7))
+    delays = [b.next_delay() for _ in range(8)]
+    ceilings = [1, 2, 4, 8, 8, 8, 8, 8]
+    assert all(c / 2 <= d <= c for d, c in zip(delays, ceilings, strict=True))
+    assert len(set(delays[3:])) > 1  # jittered, not a fixed cap
+    assert b.next_delay(retry_after=100) == 100
+    assert b.next_delay(retry_after=10**6) == 600  # an absurd Retry-After is bounded
+    b.reset()
+    assert b.next_delay() <= 1
+
+
+def test_debouncer_folds_a_burst_into_one_call() -> None:
+    calls: list[str] = []
+    d = Debouncer(0.1, calls.append)
+    for i in range(20):
+        d.event(f"e{i}")
+    wait_until(lambda: calls, what="the call")
+    time.sleep(0.3)
+    assert calls == ["e19"]
+    d.event("again")
+    wait_until(lambda: len(calls) == 2, what="the second call")
+    d.close()
+
+
+# -- features.d watcher ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("use_inotify", [True, False])
+def test_watcher_sees_create_modify_delete_and_a_late_directory(tmp_path: Path, use_inotify: bool) -> None:
+    d = tmp_path / "features.d"
+    seen: list[str] = []
+    w = DirWatcher(d, seen.append, use_inotify=use_inotify)
+    w.start()
+    try:
+        wait_until(lambda: w.mode == "poll", what="polling for the missing directory")
+        d.mkdir()
+        wait_until(lambda: seen, what="the directory appearing")
+        if use_inotify:
+            wait_until(lambda: w.mode == "inotify", what="inotify once the directory exists")
+        for step in (lambda: (d / "a").write_text("x=1\n"), lambda: (d / "a").write_text("x=22\n"),
+                     lambda: (d / "a").unlink()):  # fmt: skip
+            n = len(seen)
+            step()
+            wait_until(lambda n=n: len(seen) > n, what="a change")
+        assert any("a" in s for s in seen[1:])
+    finally:
+        w.stop()
+
+
+# -- hot-plug ---------------------------------------------------
+
+
+def test_udev_monitor_starts_or_says_why_not() -> None:
+    m = UdevMonitor()
+    try:
+        m.start(lambda reason: None)
+    except MonitorUnavailable as e:
+        assert str(e)  # a reason to log
+    finally:
+        m.stop()
+
+
+class Broken:
+    name = "kernel"
+
+    def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
+        raise OSError("unreadable")
+
+    def labels(self, features: Features, config: SourcesConfig) -> dict[str, str]:
+        return {}
+
+
+def test_a_failing_source_costs_nothing_else(scripted: Scripted, tmp_path: Path) -> None:
+    from nfd.worker.metrics import WorkerMetrics
+
+    metrics = WorkerMetrics("n")
+    w = Worker(
+        node="n", sources=[Broken(), OneFeature()], host=HostRoot.under(tmp_path), config=SourcesConfig(),
+        client=MasterClient(scripted.url), metrics=metrics,
+    )  # fmt: skip
+    assert w.run_pass().delivered
+    assert "system.test" in scripted.seen[0]["body"]["features"]["attributes"]
+    assert b'nfd_worker_source_errors_total{source="kernel"} 1.0' in metrics.exposition()
+    w.client.close()
+
+
+def test_healthz_fails_when_a_pass_is_stuck(tmp_path: Path) -> None:
+    from nfd.worker.agent import STUCK_PASS, Agent
+
+    w = make_worker("http://127.0.0.1:9", tmp_path)
+    agent = Agent(w, interval=3600)
+    assert agent.health() == (False, "scheduler not running")
+    agent.scheduler._started = True  # as after start(), without running passes
+    agent.scheduler._sched.start(paused=True)
+    try:
+        assert agent.health() == (True, "ok")
+        w.pass_started = time.monotonic() - STUCK_PASS - 1
+        ok, why = agent.health()
+        assert not ok and why.startswith("a pass has been running for")
+    finally:
+        agent.scheduler._sched.shutdown(wait=False)
+
+
+def test_status_server_answers_probes_while_a_client_holds_a_connection() -> None:
+    import http.client
+    import socket
+
+    from nfd.worker.metrics import StatusServer, WorkerMetrics
+
+    server = StatusServer(WorkerMetrics("n"), lambda: (True, "ok"), host="127.0.0.1", port=0)
+    server.start()
+    try:
+        idle = socket.create_connection(("127.0.0.1", server.port))  # says nothing
+        scraper = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+        scraper.request("GET", "/metrics")
+        assert scraper.getresponse().read().startswith(b"# HELP")
+        probe = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        probe.request("GET", "/healthz")
+        assert probe.getresponse().read() == b"ok\n"
+        idle.close()
+    finally:
+        server.stop()
