@@ -84,6 +84,8 @@ def test_hotplug_event_brings_the_new_device_to_the_master(
     monitor = FedMonitor()
     agent = make_agent(monitor)
     wait_until(lambda: pci_devices(master, node) == ["0300_1af4"], what="first")
+    # The master sees the features before the pass is counted: wait for the count too.
+    wait_until(lambda: agent.worker.passes == 1, what="the first pass to finish")
     passes = agent.worker.passes
     source.devices = [*source.devices, {"class": "0b40", "vendor": "8086"}]
     # A burst, as plugging in a card gives: one pass should follow, after it settles.
