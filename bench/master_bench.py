@@ -47,7 +47,11 @@ def env() -> dict[str, str]:
 
 def start_master(port: int, *extra: str, cpu: int | None = 0) -> subprocess.Popen[bytes]:
     # NFD_BENCH_PROFILE=FILE: run the master under cProfile, stats written at its exit.
-    prof = ["-m", "cProfile", "-o", os.environ["NFD_BENCH_PROFILE"]] if os.environ.get("NFD_BENCH_PROFILE") else []
+    prof = (
+        ["-m", "cProfile", "-o", os.environ["NFD_BENCH_PROFILE"]]
+        if os.environ.get("NFD_BENCH_PROFILE")
+        else []
+    )
     cmd = [sys.executable, *prof, "-m", "nfd", "--log-level", "warning", "master",
            "--host", "127.0.0.1", "--port", str(port), "--no-auth", *extra]  # fmt: skip
     if cpu is not None and hasattr(os, "sched_setaffinity"):

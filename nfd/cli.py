@@ -1,17 +1,30 @@
 """The ``nfd`` command. Parses, then hands over to one command module, imported only
-when that command runs, so ``nfd discover`` never loads the master's libraries."""
+when that command runs, so ``nfd discover`` never loads the master's libraries.
+
+A command module may also offer ``parse_fast(argv) -> dict | None``: the plain spellings
+of its options parsed without argparse (building an argparse parser, with the gettext,
+locale and shutil work it does, is a good part of ``nfd discover``'s start-up). It
+answers None for anything else (help, abbreviations, errors ...), and argparse parses
+as always; tests hold the two equal.
+"""
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import logging
 import os
 import sys
-from collections.abc import Sequence
-from typing import Protocol, cast
 
 from nfd import __version__
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import Protocol
+
+    class CommandModule(Protocol):
+        def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+        def run(self, args: argparse.Namespace) -> int: ...
 
 # command -> (module, one-line help). Each module has add_arguments(parser) and
 # run(args) -> int, and imports nothing heavy at module level.
@@ -32,33 +45,69 @@ class CliError(Exception):
         self.code = code
 
 
-class CommandModule(Protocol):
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
-
-    def run(self, args: argparse.Namespace) -> int: ...
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        # argparse prints usage + message and exits 2; keep it to one line.
-        raise CliError(message)
-
-
 def command_module(name: str) -> CommandModule:
-    return cast(CommandModule, importlib.import_module(COMMANDS[name][0]))
+    module = COMMANDS[name][0]
+    __import__(module)
+    found: CommandModule = sys.modules[module]
+    return found
+
+
+LOG_LEVELS = ["debug", "info", "warning", "error"]
+LOG_FORMATS = ["text", "json"]
+
+
+def parse_fast(argv: Sequence[str], command: str | None) -> argparse.Namespace | None:
+    """``argv`` parsed without argparse when every item is a plain spelling of a global
+    option (before the command) or of the command's own options; None otherwise."""
+    if command is None:
+        return None
+    fast = getattr(command_module(command), "parse_fast", None)
+    if fast is None:
+        return None
+    values: dict[str, object] = {
+        "log_level": os.environ.get("NFD_LOG_LEVEL", "warning"),
+        "log_format": os.environ.get("NFD_LOG_FORMAT", "text"),
+    }
+    choices = {"--log-level": LOG_LEVELS, "--log-format": LOG_FORMATS}
+    i = 0
+    while argv[i] != command:
+        opt, eq, value = argv[i].partition("=")
+        if opt not in choices:
+            return None
+        if not eq:
+            i += 1
+            value = argv[i]
+        if value not in choices[opt]:
+            return None
+        values[opt[2:].replace("-", "_")] = value
+        i += 1
+    own = fast(argv[i + 1 :])
+    if own is None:
+        return None
+    import types
+
+    ns: argparse.Namespace = types.SimpleNamespace(command=command, **values, **own)  # type: ignore[assignment]
+    return ns
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser, or one with just ``only``'s arguments filled in (fast path)."""
+    import argparse
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> None:  # type: ignore[override]
+            # argparse prints usage + message and exits 2; keep it to one line.
+            raise CliError(message)
+
     parser = _Parser(prog="nfd", description="Node Feature Discovery for Kubernetes.")
     parser.add_argument("--version", action="version", version=f"nfd {__version__}")
     parser.add_argument(
         "--log-level", default=os.environ.get("NFD_LOG_LEVEL", "warning"),
-        choices=["debug", "info", "warning", "error"], help="log verbosity (default: warning)",
+        choices=LOG_LEVELS, help="log verbosity (default: warning)",
     )  # fmt: skip
     parser.add_argument(
         "--log-format", default=os.environ.get("NFD_LOG_FORMAT", "text"),
-        choices=["text", "json"], help="log line format",
+        choices=LOG_FORMATS, help="log line format",
     )  # fmt: skip
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
@@ -70,16 +119,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def setup_logging(level: str, fmt: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        from nfd.logfmt import JsonFormatter
+    """Root logger to stderr; applied when logging is first imported (``nfd discover``
+    usually never imports it)."""
+    from nfd.lazylog import configure
 
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    configure(level, fmt)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -87,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = next((a for a in args_list if a in COMMANDS), None)
     prog = f"nfd {command}" if command else "nfd"
     try:
-        args = build_parser(only=command).parse_args(args_list)
+        args = parse_fast(args_list, command) or build_parser(only=command).parse_args(args_list)
         setup_logging(args.log_level, args.log_format)
         return command_module(args.command).run(args)
     except CliError as e:

@@ -1,22 +1,42 @@
 """Worker-side configuration: the ``core`` and ``sources`` groups of upstream's
 ``nfd-worker.conf``, with upstream's key names and defaults.
 
-Plain frozen dataclasses, not pydantic: ``nfd discover`` must start in a few
-milliseconds, and this module is on its path. Keys we do not know are reported as
-warnings (upstream's file has keys that mean nothing here, such as ``klog``); keys we know
-with a value of the wrong type are errors that name the key.
+Frozen records (:mod:`nfd.record`: declared and used like frozen dataclasses), not
+pydantic, not even dataclasses: ``nfd discover`` must start in a few milliseconds, and
+this module is on its path. Keys we do not know are reported as warnings (upstream's file
+has keys that mean nothing here, such as ``klog``); keys we know with a value of the wrong
+type are errors that name the key.
+
+Adding a group (say ``sources.gpu``): declare it like the others and give the parent a
+field with ``default_factory``; the loader derives the camelCase keys from the field
+names and converts values by the annotations (str, bool, float/duration, tuple[X, ...],
+nested groups, Mapping/Any kept raw)::
+
+    class GpuConfig(Record, frozen=True):
+        device_label_fields: tuple[str, ...] = ("vendor", "product")
+
+    class SourcesConfig(Record, frozen=True):
+        ...
+        gpu: GpuConfig = field(default_factory=GpuConfig)
+
+A ``__post_init__`` may check values and raise ConfigError, as with dataclasses.
+``field(metadata={"key": "otherName"})`` names a key that is not the camelCase of the
+field. (A plain frozen ``@dataclass`` group still loads too, at the cost of importing
+dataclasses.)
 """
 
 from __future__ import annotations
 
-import dataclasses
-import re
-import types
-import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+
+from nfd.record import Record, field, field_metadata, record_fields
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 # Upstream's default cpuid label blacklist: these stay in the raw features.
 DEFAULT_CPUID_BLACKLIST: tuple[str, ...] = (
@@ -32,43 +52,36 @@ class ConfigError(ValueError):
     """The configuration cannot be used; the message names the key."""
 
 
-@dataclass(frozen=True)
-class CpuidConfig:
+class CpuidConfig(Record, frozen=True):
     attribute_blacklist: tuple[str, ...] = DEFAULT_CPUID_BLACKLIST
     attribute_whitelist: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class CpuConfig:
+class CpuConfig(Record, frozen=True):
     cpuid: CpuidConfig = field(default_factory=CpuidConfig)
 
 
-@dataclass(frozen=True)
-class KernelConfig:
+class KernelConfig(Record, frozen=True):
     kconfig_file: str = ""
     config_opts: tuple[str, ...] = ("NO_HZ", "NO_HZ_IDLE", "NO_HZ_FULL", "PREEMPT")
 
 
-@dataclass(frozen=True)
-class PciConfig:
+class PciConfig(Record, frozen=True):
     device_class_whitelist: tuple[str, ...] = ("03", "0b40", "12")
     device_label_fields: tuple[str, ...] = ("class", "vendor")
 
 
-@dataclass(frozen=True)
-class UsbConfig:
+class UsbConfig(Record, frozen=True):
     device_class_whitelist: tuple[str, ...] = ("0e", "ef", "fe", "ff")
     device_label_fields: tuple[str, ...] = ("class", "vendor", "device")
 
 
-@dataclass(frozen=True)
-class LocalConfig:
+class LocalConfig(Record, frozen=True):
     # Relative paths are taken below the host root's /etc when they start with "/etc".
     features_dir: str = DEFAULT_FEATURES_DIR
 
 
-@dataclass(frozen=True)
-class GpuConfig:
+class GpuConfig(Record, frozen=True):
     """``sources.gpu``: NVIDIA labels as NVIDIA's GPU feature discovery writes them."""
 
     # Ask NVML (through nvidia-ml-py); off = PCI/sysfs facts only.
@@ -88,8 +101,7 @@ class GpuConfig:
             raise ConfigError(f"sources.gpu.replicas: {self.replicas} is less than 1")
 
 
-@dataclass(frozen=True)
-class SourcesConfig:
+class SourcesConfig(Record, frozen=True):
     cpu: CpuConfig = field(default_factory=CpuConfig)
     kernel: KernelConfig = field(default_factory=KernelConfig)
     pci: PciConfig = field(default_factory=PciConfig)
@@ -100,8 +112,7 @@ class SourcesConfig:
     custom: tuple[Mapping[str, Any], ...] = ()
 
 
-@dataclass(frozen=True)
-class CoreConfig:
+class CoreConfig(Record, frozen=True):
     label_whitelist: str = field(default="", metadata={"key": "labelWhiteList"})
     no_publish: bool = False
     sleep_interval: float = 60.0  # seconds; the file says "60s" as upstream does
@@ -109,15 +120,12 @@ class CoreConfig:
     label_sources: tuple[str, ...] = ("all",)
 
 
-@dataclass(frozen=True)
-class WorkerConfig:
+class WorkerConfig(Record, frozen=True):
     core: CoreConfig = field(default_factory=CoreConfig)
     sources: SourcesConfig = field(default_factory=SourcesConfig)
 
 
 # -- loading --------------------------------------------------------------------------
-
-T = TypeVar("T")
 
 
 def load_worker_config(path: str | Path) -> tuple[WorkerConfig, list[str]]:
@@ -144,8 +152,9 @@ def load_worker_config(path: str | Path) -> tuple[WorkerConfig, list[str]]:
 
 
 def from_mapping(cls: type[T], data: Any, *, warnings: list[str], where: str = "") -> T:
-    """Build a config dataclass from upstream-style camelCase keys."""
-    return typing.cast(T, _build(cls, data, warnings, where))
+    """Build a config record (or dataclass) from upstream-style camelCase keys."""
+    built: T = _build(cls, data, warnings, where)
+    return built
 
 
 def _yaml_where(e: Exception) -> str:
@@ -165,22 +174,51 @@ def _build(cls: type, data: Any, warnings: list[str], where: str) -> Any:
         return cls()
     if not isinstance(data, Mapping):
         raise ConfigError(f"{label}: expected a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    known: dict[str, dataclasses.Field[Any]] = {
-        f.metadata.get("key", _camel(f.name)): f for f in dataclasses.fields(cls)
-    }
+    hints = _hints(cls)
+    known = {key: name for name, key in _keys(cls)}
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
-        f = known.get(str(key))
-        if f is None:
+        name = known.get(str(key))
+        if name is None:
             warnings.append(f"{label}: unknown key {key!r} ignored")
             continue
-        kwargs[f.name] = _convert(hints[f.name], value, warnings, f"{where}.{key}" if where else str(key))
+        kwargs[name] = _convert(hints[name], value, warnings, f"{where}.{key}" if where else str(key))
     return cls(**kwargs)
 
 
+def _keys(cls: type) -> list[tuple[str, str]]:
+    """(field name, file key) of a record or dataclass."""
+    if issubclass(cls, Record):
+        return [(n, field_metadata(cls, n).get("key", _camel(n))) for n in record_fields(cls)]
+    import dataclasses
+
+    return [(f.name, f.metadata.get("key", _camel(f.name))) for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """Field name -> type, the string annotations evaluated in the class's module."""
+    import sys
+    import typing
+
+    local = {"Any": typing.Any}  # imported here only for type checking
+    if not issubclass(cls, Record):
+        return typing.get_type_hints(cls, localns=local)
+    ns = vars(sys.modules[cls.__module__])
+    return {
+        n: eval(tp, ns, local) if isinstance(tp, str) else tp  # our own annotations
+        for n, tp in cls._types.items()
+    }
+
+
+def _is_group(tp: Any) -> bool:
+    return isinstance(tp, type) and (issubclass(tp, Record) or hasattr(tp, "__dataclass_fields__"))
+
+
 def _convert(tp: Any, value: Any, warnings: list[str], where: str) -> Any:
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+    import types
+    import typing
+
+    if _is_group(tp):
         return _build(tp, value, warnings, where)
     origin = typing.get_origin(tp)
     if tp is str:
@@ -208,22 +246,24 @@ def _convert(tp: Any, value: Any, warnings: list[str], where: str) -> Any:
             raise ConfigError(f"{where}: expected a list")
         (item_tp, _ellipsis) = typing.get_args(tp)
         return tuple(_convert(item_tp, v, warnings, f"{where}[{i}]") for i, v in enumerate(value))
-    if origin in (Mapping, dict) or tp is Any or origin is types.UnionType:
+    if origin in (Mapping, dict) or tp is typing.Any or origin is types.UnionType:
         return value
     raise ConfigError(f"{where}: unsupported setting type {tp}")  # pragma: no cover
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_DURATION = r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)"  # compiled on first use
 _UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def parse_duration(text: str, *, where: str = "duration") -> float:
     """Go's duration syntax (``1h30m``, ``60s``, ``500ms``) in seconds."""
+    import re
+
     s = text.strip()
     if s in ("0", ""):
         return 0.0
     pos, total = 0, 0.0
-    for m in _DURATION.finditer(s):
+    for m in re.finditer(_DURATION, s):
         if m.start() != pos:
             break
         total += float(m.group(1)) * _UNIT[m.group(2)]

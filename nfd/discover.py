@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from nfd.config import SourcesConfig
 from nfd.features import Features
 from nfd.hostroot import HostRoot
-from nfd.sources import FeatureSource
+from nfd.lazylog import get_logger
+from nfd.record import Record, field
 
-log = logging.getLogger(__name__)
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from nfd.sources import FeatureSource
+
+log = get_logger(__name__)
 
 
-@dataclass
-class DiscoveryResult:
+class DiscoveryResult(Record):
     features: Features = field(default_factory=Features)
     errors: dict[str, str] = field(default_factory=dict)  # source -> what went wrong
     durations: dict[str, float] = field(default_factory=dict)  # source -> seconds

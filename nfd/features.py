@@ -11,11 +11,13 @@ of attribute maps). Serialised in upstream's JSON shape::
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+
+from nfd.record import Record, field
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from typing import Any
 
 Labels = dict[str, str]
 Instance = dict[str, str]
@@ -25,11 +27,23 @@ class FeatureFormatError(ValueError):
     """A serialised feature set does not have upstream's shape; the message names where."""
 
 
-@dataclass
-class Features:
+class Features(Record):
     flags: dict[str, set[str]] = field(default_factory=dict)
     attributes: dict[str, dict[str, str]] = field(default_factory=dict)
     instances: dict[str, list[Instance]] = field(default_factory=dict)
+
+    def __init__(
+        self,
+        flags: dict[str, set[str]] | None = None,
+        attributes: dict[str, dict[str, str]] | None = None,
+        instances: dict[str, list[Instance]] | None = None,
+    ) -> None:
+        # Written out rather than Record's generic __init__: every source builds one or
+        # more per pass.
+        d = self.__dict__
+        d["flags"] = {} if flags is None else flags
+        d["attributes"] = {} if attributes is None else attributes
+        d["instances"] = {} if instances is None else instances
 
     # -- building -------------------------------------------------------------------
     def set_flags(self, name: str, names: Iterable[str]) -> None:
@@ -84,10 +98,15 @@ class Features:
         }
 
     def to_json(self, *, indent: int | None = None) -> str:
+        import json
+
         return json.dumps(self.to_dict(), indent=indent, sort_keys=indent is not None)
 
     def digest(self) -> str:
         """A content hash: equal features give equal digests, whatever their build order."""
+        import hashlib
+        import json
+
         canon = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canon.encode()).hexdigest()
 
@@ -132,6 +151,8 @@ class Features:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Features:
+        import json
+
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
 from pathlib import Path
+
+from nfd.record import Record, record_fields, replace
 
 # The parts of the host we read, and their place under ``/``.
 _PARTS: dict[str, str] = {
@@ -26,8 +27,7 @@ _PARTS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class HostRoot:
+class HostRoot(Record, frozen=True):
     sys: Path = Path("/sys")
     proc: Path = Path("/proc")
     etc: Path = Path("/etc")
@@ -62,11 +62,11 @@ class HostRoot:
         else:
             host = cls()
         overrides = {
-            f.name: Path(env[var])
-            for f in fields(cls)
-            if (var := "NFD_HOST_" + f.name.upper()) in env and env[var]
+            name: Path(env[var])
+            for name in record_fields(cls)
+            if (var := "NFD_HOST_" + name.upper()) in env and env[var]
         }
         return replace(host, **overrides) if overrides else host
 
     def describe(self) -> dict[str, str]:
-        return {f.name: str(getattr(self, f.name)) for f in fields(self)}
+        return {name: str(getattr(self, name)) for name in record_fields(self)}

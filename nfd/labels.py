@@ -3,24 +3,26 @@ come here, so a node gets the same labels whoever computes them."""
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from nfd.config import WorkerConfig
 from nfd.features import Features, Labels
+from nfd.lazylog import get_logger
 from nfd.policy import DEFAULT_POLICY, Policy, filter_labels
-from nfd.sources import FeatureSource
+from nfd.record import Record, field
 
-log = logging.getLogger(__name__)
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from nfd.sources import FeatureSource
+
+log = get_logger(__name__)
 
 # Sources whose label names are used as they are, without "<source>-" in front.
 _UNMANGLED = frozenset({"local", "custom"})
 
 
-@dataclass
-class LabelResult:
+class LabelResult(Record):
     labels: Labels = field(default_factory=dict)  # qualified names, accepted
     rejected: dict[str, str] = field(default_factory=dict)  # name -> reason
     errors: dict[str, str] = field(default_factory=dict)  # source -> error

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING
 
 from nfd.features import Features
+from nfd.record import Record, field
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
+    from decimal import Decimal
+
     from nfd.rules import RuleOutput
 
 FEATURE_NS = "feature.node.kubernetes.io"
@@ -35,8 +36,7 @@ _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(Record, frozen=True):
     """The master's publishing policy (``--extra-label-ns``, ``--deny-label-ns``,
     ``--label-whitelist``, ``--enable-taints``)."""
 
@@ -253,21 +253,24 @@ def check_taint(key: str, value: str, effect: str, policy: Policy = DEFAULT_POLI
 
 # -- Kubernetes quantities -------------------------------------------------------------
 
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE]|)$")
-_SUFFIX = {
-    "": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
-    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+# Compiled on first use (re caches it): discovery never parses a quantity.
+_QUANTITY = r"^([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE]|)$"
+# Suffix -> (base, exponent); decimal is imported on first use, as only rule output
+# with extended resources needs it.
+_SUFFIX: dict[str, tuple[int, int]] = {
+    "": (10, 0), "n": (10, -9), "u": (10, -6), "m": (10, -3),
+    "k": (10, 3), "M": (10, 6), "G": (10, 9), "T": (10, 12), "P": (10, 15), "E": (10, 18),
+    "Ki": (2, 10), "Mi": (2, 20), "Gi": (2, 30), "Ti": (2, 40), "Pi": (2, 50), "Ei": (2, 60),
 }  # fmt: skip
 
 
 def parse_quantity(text: str) -> Decimal:
     """A Kubernetes resource quantity (``4``, ``100m``, ``1Gi``, ``1e3``) as a number."""
-    m = _QUANTITY.match(text.strip()) if isinstance(text, str) else None
+    m = re.match(_QUANTITY, text.strip()) if isinstance(text, str) else None
     if not m or text.strip() != text:
         raise ValueError(f"{text!r} is not a valid quantity")
+    from decimal import Decimal, InvalidOperation
+
     num, suffix = m.groups()
     try:
         base = Decimal(num)
@@ -275,14 +278,14 @@ def parse_quantity(text: str) -> Decimal:
         raise ValueError(f"{text!r} is not a valid quantity") from None
     if suffix[:1] in ("e", "E"):
         return base * (Decimal(10) ** int(suffix[1:]))
-    return base * _SUFFIX[suffix]
+    radix, exp = _SUFFIX[suffix]
+    return base * (Decimal(radix) ** exp)
 
 
 # -- what the master publishes from rule output ----------------------------------------
 
 
-@dataclass
-class Published:
+class Published(Record):
     """What may be written to the Node, names qualified, and what was refused and why
     (per kind: ``labels``, ``annotations``, ``extendedResources``, ``taints``)."""
 

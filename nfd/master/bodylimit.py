@@ -4,7 +4,6 @@ streamed body (a chunked upload has no Content-Length to trust)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -65,6 +64,3 @@ class BodyLimit:
             return await receive()
 
         await self.app(scope, replay, send)
-
-
-__all__: list[Any] = ["BodyLimit"]

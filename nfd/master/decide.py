@@ -18,8 +18,6 @@ from nfd.sources import FeatureSource
 
 log = logging.getLogger(__name__)
 
-KINDS = ("labels", "annotations", "extendedResources", "taints")
-
 
 @dataclass(frozen=True)
 class Decision:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -77,6 +78,7 @@ class FastPath:
         if rec is None or rec.body_hash != hashlib.sha256(body).digest():
             return None
         rt.metrics.update_requests.inc()
+        rec.last_seen = time.monotonic()
         return 200, json.dumps(response_dict(rec)).encode()
 
 

@@ -43,7 +43,30 @@ class Encoded:
     parts: tuple[tuple[str, str, str, str], ...]
 
 
-def encode(raw: Mapping[str, Any]) -> Encoded:
+class GroupCache:
+    """Recently seen groups, by name: a group equal to one seen before (most of a fleet's
+    are) reuses its canonical JSON and hash; comparing two dicts costs far less than
+    serialising and hashing one."""
+
+    def __init__(self, per_name: int = 4) -> None:
+        self.per_name = per_name
+        self._seen: dict[tuple[str, str], list[tuple[Any, str, str]]] = {}
+
+    def lookup(self, kind: str, name: str, body: Any) -> tuple[str, str]:
+        variants = self._seen.setdefault((kind, name), [])
+        for i, (known, gj, h) in enumerate(variants):
+            if known == body:
+                if i:  # most recently used first
+                    variants.insert(0, variants.pop(i))
+                return gj, h
+        gj = _group_json(kind, body or {})
+        h = hashlib.sha256(gj.encode()).hexdigest()[:32]
+        variants.insert(0, (body, gj, h))
+        del variants[self.per_name :]
+        return gj, h
+
+
+def encode(raw: Mapping[str, Any], cache: GroupCache | None = None) -> Encoded:
     """From the wire shape (already validated): group by group canonical JSON, their
     hashes, and the digest of the whole (equal to ``Features.digest()``)."""
     parts: list[tuple[str, str, str, str]] = []
@@ -52,8 +75,11 @@ def encode(raw: Mapping[str, Any]) -> Encoded:
         group = raw.get(kind) or {}
         items = []
         for name in sorted(group):
-            gj = _group_json(kind, group[name] or {})
-            h = hashlib.sha256(gj.encode()).hexdigest()[:32]
+            if cache is not None:
+                gj, h = cache.lookup(kind, name, group[name])
+            else:
+                gj = _group_json(kind, group[name] or {})
+                h = hashlib.sha256(gj.encode()).hexdigest()[:32]
             parts.append((kind, name, h, gj))
             items.append(f"{_DUMP(name)}:{gj}")
         pieces.append(f'"{kind}":{{{",".join(items)}}}')

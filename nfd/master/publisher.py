@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -76,7 +77,9 @@ class KubePublisher:
         settings: KubeSettings,
         metrics: Metrics,
         may_write: Callable[[], bool],
+        on_gone: Callable[[str], None] | None = None,
     ) -> None:
+        self.on_gone = on_gone
         self.api = api
         self.store = store
         self.settings = settings
@@ -258,11 +261,15 @@ class KubePublisher:
         queue the nodes that drifted (say, re-created with extended resources zeroed).
         ``prime``: also remember Nodes without features yet (start, new leadership)."""
         cont: str | None = None
+        started = time.monotonic()
+        listed: set[str] = set()
         while True:
             self.metrics.api_requests.labels(verb="list", resource="nodes").inc()
             page = await self.api.list_nodes(limit=self.settings.list_page_size, cont=cont)
             for node in page.get("items") or []:
                 name = (node.get("metadata") or {}).get("name")
+                if name:
+                    listed.add(name)
                 rec = self.store.get(name) if name else None
                 if rec is None and name and prime:
                     self._seen[name] = observe(node, None)
@@ -276,4 +283,14 @@ class KubePublisher:
                     self.enqueue(rec.name)
             cont = (page.get("metadata") or {}).get("continue") or None
             if not cont:
-                return
+                break
+        # Nodes missing from a complete listing whose workers have been silent since it
+        # began are gone (deleted, scaled away).
+        for rec in self.store:
+            if rec.name not in listed and rec.last_seen < started and rec.name not in self._busy:
+                handle = self._retry_handles.pop(rec.name, None)
+                if handle is not None:
+                    handle.cancel()
+                self._attempts.pop(rec.name, None)
+                if self.on_gone is not None:
+                    self.on_gone(rec.name)

@@ -123,6 +123,7 @@ def build_runtime(
             # Nothing is written before the cluster's rules are known: labels would be
             # removed and re-added (upstream #1802).
             may_write=lambda: (elector is None or elector.leader) and (rules is None or rules.synced),
+            on_gone=service.forget,
         )
         publisher = kp
         if settings.leader.enabled:

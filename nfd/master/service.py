@@ -15,7 +15,7 @@ from typing import Any
 
 from nfd.features import Features
 from nfd.master.decide import Decider, Decision
-from nfd.master.featurestore import encode
+from nfd.master.featurestore import GroupCache, encode
 from nfd.master.metrics import Metrics
 from nfd.master.publisher import MemoryPublisher, Publisher
 from nfd.master.state import NodeRecord, NodeStore, now
@@ -51,6 +51,7 @@ class MasterService:
         # (relevant features, device-plugin resources) -> decision: nodes that differ
         # only in what no label function or rule reads share one decision.
         self._decisions: dict[tuple[str, frozenset[str]], Decision] = {}
+        self._groups = GroupCache()
         # Equal decisions are one object, whatever features led to them.
         self._interned: weakref.WeakValueDictionary[str, Decision] = weakref.WeakValueDictionary()
         self._reeval_task: asyncio.Task[None] | None = None
@@ -97,7 +98,9 @@ class MasterService:
         self.metrics.update_requests.inc()
         dpr = frozenset(device_plugin_resources)
         rec = self.store.get(name)
-        enc = encode(features)
+        if rec is not None:
+            rec.last_seen = time.monotonic()
+        enc = encode(features, self._groups)
         digest = enc.digest
         # A worker re-sending what it sent before (it restarted, or heartbeats are off)
         # costs no decision and no write.
@@ -107,7 +110,7 @@ class MasterService:
         parts = [(k, n, h) for k, n, h, _ in enc.parts]
         decision = self._decision(parts, lambda: Features.from_dict(features), dpr)
         if rec is None:
-            rec = NodeRecord(name, digest, dpr, nfd_version, decision, now())
+            rec = NodeRecord(name, digest, dpr, nfd_version, decision, now(), last_seen=time.monotonic())
             self.store.nodes[name] = rec
             self.metrics.nodes.set(len(self.store))
         else:
@@ -126,7 +129,19 @@ class MasterService:
     def heartbeat(self, name: str, digest: str) -> bool:
         self.metrics.heartbeats.inc()
         rec = self.store.get(name)
-        return rec is not None and rec.digest == digest
+        if rec is None:
+            return False
+        rec.last_seen = time.monotonic()
+        return rec.digest == digest
+
+    def forget(self, name: str) -> None:
+        """The Node is gone and its worker silent: drop what the master holds for it
+        (a cluster that replaces nodes must not grow the master, upstream #1841)."""
+        rec = self.store.nodes.pop(name, None)
+        if rec is not None:
+            self._release(rec.digest)
+            self.metrics.nodes.set(len(self.store))
+            log.info("node %s: gone from the cluster; forgotten", name)
 
     # -- rules ------------------------------------------------------------------------
     def set_rules(self, rulesets: Sequence[RuleSet]) -> None:

@@ -48,6 +48,7 @@ class NodeRecord:
     last_error: str = ""
     generation: int = 0  # bumped on every new decision
     body_hash: bytes = b""  # of the last features request: an identical one is answered at once
+    last_seen: float = 0.0  # monotonic time of the worker's last request
 
 
 @dataclass

@@ -7,36 +7,26 @@ registers itself on import, and a second source of the same name is refused.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Protocol, runtime_checkable
 
-from nfd.config import SourcesConfig
-from nfd.features import Features, Labels
-from nfd.hostroot import HostRoot
+from nfd.lazylog import get_logger
 
-log = logging.getLogger(__name__)
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from nfd.sources.protocols import FeatureSource as FeatureSource
+
+log = get_logger(__name__)
 
 
-@runtime_checkable
-class FeatureSource(Protocol):
-    """A feature domain (``cpu``, ``pci`` ...)."""
+def __getattr__(name: str) -> object:
+    # FeatureSource (a typing.Protocol) lives in nfd.sources.protocols so that discovery
+    # does not import typing; it is still importable from here.
+    if name == "FeatureSource":
+        from nfd.sources.protocols import FeatureSource
 
-    @property
-    def name(self) -> str: ...
+        return FeatureSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
-        """Read the host and return this domain's raw features (``<name>.<feature>``).
-
-        A missing file means the feature is absent; other read errors are logged and
-        discovery goes on with what could be read.
-        """
-        ...
-
-    def labels(self, features: Features, config: SourcesConfig) -> Labels:
-        """Pure: label names (without ``feature.node.kubernetes.io/`` and without the
-        ``<source>-`` prefix, which the caller adds) and values from the features."""
-        ...
 
 
 class DuplicateSourceError(ValueError):

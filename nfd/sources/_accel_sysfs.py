@@ -4,14 +4,16 @@ and the GPU device kind."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from nfd.hostroot import HostRoot
+from nfd.record import Record
 from nfd.sources._read import list_dir, read_line, read_link_name
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from nfd.hostroot import HostRoot
 
-@dataclass(frozen=True)
-class PciFunction:
+
+class PciFunction(Record, frozen=True):
     address: str  # "0000:18:00.0"
     pci_class: str  # six hex digits, "030200"
     vendor: str  # four hex digits, "10de"

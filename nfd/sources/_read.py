@@ -6,11 +6,12 @@ error is logged once with the path and the caller goes on.
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
-log = logging.getLogger("nfd.sources")
+from nfd.lazylog import get_logger
+
+log = get_logger("nfd.sources")
 
 _ABSENT = (FileNotFoundError, NotADirectoryError)
 

@@ -10,10 +10,11 @@ on without that attribute.
 from __future__ import annotations
 
 import errno
-import logging
 import os
 
-log = logging.getLogger("nfd.sources")
+from nfd.lazylog import get_logger
+
+log = get_logger("nfd.sources")
 
 # Errors that mean "this attribute has no value here", not "something is wrong".
 _PAGE = 8192

@@ -11,15 +11,14 @@ read on every discovery.
 
 from __future__ import annotations
 
-import logging
 import os
-import platform
 import re
-from dataclasses import dataclass, field
 
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
+from nfd.lazylog import get_logger
+from nfd.record import Record, field
 from nfd.sources._read import list_dir, read_bytes, read_line, read_text
 from nfd.sources.cpu_hwcap import (
     AT_HWCAP,
@@ -33,14 +32,19 @@ from nfd.sources.cpu_hwcap import (
     parse_auxv,
 )
 from nfd.sources.cpuid_names import UNKNOWN_VENDOR, X86Facts, decode, facts_from_cpuinfo, hypervisor_label
-from nfd.sources.cpuid_x86 import CpuidReader, CpuidUnavailable, NativeCpuid
+from nfd.sources.cpuid_x86 import CpuidUnavailable, NativeCpuid
 
-log = logging.getLogger(__name__)
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from nfd.sources.cpuid_x86 import CpuidReader
+
+log = get_logger(__name__)
 
 # Security attributes kept for rules (extended resources) but never labelled, as upstream.
 _SECURITY_NO_LABEL = frozenset({"tdx.total_keys", "sgx.epc", "sev.encrypted_state_ids", "sev.asids"})
-_HV_CLEAN = re.compile(r"[^-A-Za-z0-9_.]+")
-_LABEL_VALUE = re.compile(r"^$|^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+# Patterns of rare paths, compiled (and cached by re) on first use, not at import.
+_HV_CLEAN = r"[^-A-Za-z0-9_.]+"
+_LABEL_VALUE = r"^$|^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 
 
 def normalize_arch(machine: str) -> str:
@@ -57,8 +61,7 @@ def normalize_arch(machine: str) -> str:
     return m or "unknown"
 
 
-@dataclass(frozen=True)
-class StaticFacts:
+class StaticFacts(Record, frozen=True):
     """What one read of the CPU gives; kept for the source instance's lifetime."""
 
     arch: str
@@ -78,7 +81,7 @@ class CpuSource:
         """``reader`` answers CPUID (default: the CPU itself, on x86-64); ``arch`` overrides
         the machine architecture (tests replaying another machine's facts)."""
         self._reader = reader
-        self._arch = normalize_arch(arch if arch is not None else platform.machine())
+        self._arch = normalize_arch(arch if arch is not None else os.uname().machine)
         self._static: tuple[HostRoot, StaticFacts] | None = None
         self._native_refused = False  # CPUID could not be executed: do not retry or re-log
 
@@ -194,7 +197,7 @@ class CpuSource:
             labels["coprocessor.nx_gzip"] = nx
         # Hybrid parts (not in upstream v0.19): which logical CPUs are of each core type.
         for kind, cpus in attrs.get("cpu.hybrid", {}).items():
-            if _LABEL_VALUE.match(cpus):
+            if re.match(_LABEL_VALUE, cpus):
                 labels[kind] = cpus
         return labels
 
@@ -211,7 +214,7 @@ def _hypervisor(host: HostRoot, st: StaticFacts) -> str:
             if "Control Program:" in line:
                 value = line.split(":", 1)[1].strip()
                 if value:
-                    return _HV_CLEAN.sub("_", value)
+                    return re.sub(_HV_CLEAN, "_", value)
                 break
     if st.x86 is not None and st.x86.is_vm:
         return hypervisor_label(st.x86) if st.x86.source == "cpuid" else "unknown"

@@ -10,7 +10,8 @@ from __future__ import annotations
 import struct
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+
+from nfd.record import Record
 
 AT_HWCAP = 16
 AT_HWCAP2 = 26
@@ -125,8 +126,7 @@ ARM_IMPLEMENTERS = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True)
-class ArmModel:
+class ArmModel(Record, frozen=True):
     vendor: str
     family: int
     model: int

@@ -15,18 +15,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Protocol
 
-from nfd.sources.cpuid_x86 import CpuidReader, Regs
+from nfd.record import Record, field
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    from nfd.sources.cpuid_x86 import CpuidReader, Regs
+
+    class _Leaf(Protocol):
+        """A range-checked CPUID read: zeros for leaves above the CPU's maximum."""
+
+        def __call__(self, n: int, sub: int = 0) -> Regs: ...
+
 
 EAX, EBX, ECX, EDX = 0, 1, 2, 3
-
-
-class _Leaf(Protocol):
-    """A range-checked CPUID read: zeros for leaves above the CPU's maximum."""
-
-    def __call__(self, n: int, sub: int = 0) -> Regs: ...
 
 
 # (leaf, subleaf, register, bit, name) for bits that need no gate beyond the leaf being
@@ -156,8 +160,7 @@ def level_flags(level: int) -> list[str]:
     return [f"X86_64_V{n}" for n in range(1, level + 1)]
 
 
-@dataclass(frozen=True)
-class X86Facts:
+class X86Facts(Record, frozen=True):
     """What one CPUID read of an x86 CPU gives the cpu source."""
 
     vendor: str = UNKNOWN_VENDOR  # klauspost Vendor name: Intel, AMD, Hygon, VendorUnknown ...
@@ -494,12 +497,12 @@ def _int(text: str | None) -> int:
         return 0
 
 
-_HV_CLEAN = re.compile(r"[^-A-Za-z0-9_.]+")
+_HV_CLEAN = r"[^-A-Za-z0-9_.]+"  # compiled on first use
 
 
 def hypervisor_label(facts: X86Facts) -> str:
     """cpu.model hypervisor value for an x86 guest, as upstream derives it."""
     if facts.hypervisor_vendor != UNKNOWN_VENDOR:
         return facts.hypervisor_vendor.lower()
-    clean = _HV_CLEAN.sub("_", facts.hypervisor_string)
+    clean = re.sub(_HV_CLEAN, "_", facts.hypervisor_string)
     return clean or "unknown"

@@ -14,29 +14,31 @@ recorded on a real machine (:class:`ReplayCpuid`) exactly as the live CPU would 
 from __future__ import annotations
 
 import ctypes
-import json
 import mmap
 import os
-import platform
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from nfd.sources.protocols import CpuidReader as CpuidReader
 
 Regs = tuple[int, int, int, int]
 
 
+def __getattr__(name: str) -> object:
+    # CpuidReader (a typing.Protocol) lives in nfd.sources.protocols so that discovery does
+    # not import typing; it is still importable from here.
+    if name == "CpuidReader":
+        from nfd.sources.protocols import CpuidReader
+
+        return CpuidReader
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 class CpuidUnavailable(RuntimeError):
     """CPUID cannot be executed here (not x86-64, or executable memory refused)."""
-
-
-class CpuidReader(Protocol):
-    def cpuid(self, leaf: int, subleaf: int = 0) -> Regs:
-        """(eax, ebx, ecx, edx) for ``leaf``/``subleaf``."""
-        ...
-
-    def xgetbv(self, index: int) -> int:
-        """The 64-bit extended control register ``index`` (XCR0 for 0). Only valid when
-        CPUID.1:ECX.OSXSAVE is set; callers check that first, as the CPU faults otherwise."""
-        ...
 
 
 # void cpuid(uint32 leaf /*edi*/, uint32 subleaf /*esi*/, uint32 out[4] /*rdx*/)
@@ -58,8 +60,9 @@ class NativeCpuid:
     source keeps it for its lifetime); ``close()`` unmaps the code page."""
 
     def __init__(self) -> None:
-        if platform.machine().lower() not in _X86_64 or ctypes.sizeof(ctypes.c_void_p) != 8:
-            raise CpuidUnavailable(f"CPUID needs x86-64, this is {platform.machine() or 'unknown'}")
+        machine = os.uname().machine
+        if machine.lower() not in _X86_64 or ctypes.sizeof(ctypes.c_void_p) != 8:
+            raise CpuidUnavailable(f"CPUID needs x86-64, this is {machine or 'unknown'}")
         libc = ctypes.CDLL(None, use_errno=True)
         mmap_fn = libc.mmap
         mmap_fn.restype = ctypes.c_void_p
@@ -154,6 +157,8 @@ class ReplayCpuid:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> ReplayCpuid:
+        import json
+
         with open(path, encoding="utf-8") as f:
             return cls.from_dict(json.load(f))
 

@@ -16,15 +16,18 @@ skipped; the other rules still apply.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
+from nfd.lazylog import get_logger
 
-log = logging.getLogger(__name__)
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from typing import Any
+
+log = get_logger(__name__)
 
 BUILTIN_RULES: tuple[Mapping[str, Any], ...] = (
     {

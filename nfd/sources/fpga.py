@@ -18,11 +18,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-from nfd.config import SourcesConfig
-from nfd.features import Features, Instance, Labels
-from nfd.hostroot import HostRoot
-from nfd.sources._accel_sysfs import PciFunction, pci_functions
+from nfd.features import Features
+from nfd.sources._accel_sysfs import pci_functions
 from nfd.sources._read import exists, list_dir, read_line, read_link_name
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
+if TYPE_CHECKING:
+    from nfd.config import SourcesConfig
+    from nfd.features import Instance, Labels
+    from nfd.hostroot import HostRoot
+    from nfd.sources._accel_sysfs import PciFunction
 
 # Vendors whose class-12 functions are FPGA cards, and the name used in labels.
 FPGA_VENDORS: dict[str, str] = {

@@ -18,21 +18,27 @@ feature namespace. docs/accelerators.md is the reference.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
 
-from nfd.config import GpuConfig, SourcesConfig
-from nfd.features import Features, Instance, Labels
-from nfd.hostroot import HostRoot
-from nfd.sources._accel_sysfs import PciFunction, hex_id, numa_node, pci_functions
+from nfd.features import Features
+from nfd.lazylog import get_logger
+from nfd.sources._accel_sysfs import hex_id, numa_node, pci_functions
 from nfd.sources._read import list_dir, read_line, read_link_name
-from nfd.sources.nvml import GpuInfo, Nvml, NvmlError, NvmlSnapshot, NvmlUnavailable
+from nfd.sources.nvml import NvmlError, NvmlUnavailable
 
-log = logging.getLogger(__name__)
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from pathlib import Path
+
+    from nfd.config import GpuConfig, SourcesConfig
+    from nfd.features import Instance, Labels
+    from nfd.hostroot import HostRoot
+    from nfd.sources._accel_sysfs import PciFunction
+    from nfd.sources.nvml import GpuInfo, Nvml, NvmlSnapshot
+
+log = get_logger(__name__)
 
 NVIDIA = "10de"
 AMD = "1002"
@@ -95,15 +101,16 @@ def _label_value(text: str) -> str:
 # -- discovery ---------------------------------------------------------------------------
 
 
-@dataclass
 class GpuSource:
     """``nvml`` makes the NVML adapter; the default is the real one (pynvml)."""
 
-    nvml: Callable[[], Nvml] | None = None
     name = "gpu"
-    # The last NVML failure reported, so that a worker re-discovering every minute logs
-    # a missing driver once, not every pass.
-    _reported: str | None = field(default=None, init=False, repr=False)
+
+    def __init__(self, nvml: Callable[[], Nvml] | None = None) -> None:
+        self.nvml = nvml
+        # The last NVML failure reported, so that a worker re-discovering every minute
+        # logs a missing driver once, not every pass.
+        self._reported: str | None = None
 
     def _adapter(self) -> Nvml:
         if self.nvml is not None:

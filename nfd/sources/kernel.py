@@ -13,7 +13,6 @@ Features (upstream's names):
 
 from __future__ import annotations
 
-import logging
 import re
 import zlib
 from pathlib import Path
@@ -21,10 +20,11 @@ from pathlib import Path
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
+from nfd.lazylog import get_logger
 from nfd.sources import _sysfs
 from nfd.sources._read import read_bytes
 
-log = logging.getLogger("nfd.sources")
+log = get_logger("nfd.sources")
 
 _UNSAFE = re.compile(r"[^-A-Za-z0-9_.]")
 _VERSION = re.compile(r"^(\d+)(?:\.(\d+))?(?:\.(\d+))?(-.*)?$")

@@ -17,32 +17,40 @@ removed feature hooks.
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
+from nfd.lazylog import get_logger
+from nfd.record import Record, field
 
-log = logging.getLogger("nfd.sources")
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    # The time to judge expiry-time against, or how to get it: datetime is imported only
+    # when a file has an expiry-time directive.
+    Now = datetime | Callable[[], datetime]
+
+log = get_logger("nfd.sources")
 
 MAX_FILE_SIZE = 64 * 1024
 DIRECTIVE_PREFIX = "# +"
 
 
-@dataclass
-class ParsedFile:
+class ParsedFile(Record):
     features: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
 
 def _parse_time(text: str) -> datetime | None:
+    from datetime import datetime
+
     try:
         t = datetime.fromisoformat(text.strip())
     except ValueError:
@@ -51,7 +59,24 @@ def _parse_time(text: str) -> datetime | None:
     return t if t.tzinfo is not None else None
 
 
-def parse_feature_file(text: str, where: str, now: datetime) -> ParsedFile:
+def _utc_now() -> datetime:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC)
+
+
+def _once(get: Callable[[], datetime]) -> Callable[[], datetime]:
+    got: list[datetime] = []
+
+    def once() -> datetime:
+        if not got:
+            got.append(get())
+        return got[0]
+
+    return once
+
+
+def parse_feature_file(text: str, where: str, now: Now) -> ParsedFile:
     """One file's lines -> features and labels; ``where`` names the file in warnings."""
     out = ParsedFile()
     expired = False
@@ -71,6 +96,8 @@ def parse_feature_file(text: str, where: str, now: datetime) -> ParsedFile:
                         f"{where}:{lineno}: expiry-time needs an RFC 3339 time, got {value!r}"
                     )
                 else:
+                    if callable(now):
+                        now = now()
                     expired = t < now
             elif key == "no-label":
                 skip_label = True
@@ -108,8 +135,10 @@ def features_dir(host: HostRoot, config: SourcesConfig) -> Path:
     return Path(d)
 
 
-def read_features_dir(directory: Path, now: datetime, warn: Callable[[str], None]) -> ParsedFile:
+def read_features_dir(directory: Path, now: Now, warn: Callable[[str], None]) -> ParsedFile:
     total = ParsedFile()
+    if callable(now):  # one time for the whole directory, taken when first needed
+        now = _once(now)
     try:
         names = sorted(os.listdir(directory))
     except (FileNotFoundError, NotADirectoryError):
@@ -147,8 +176,7 @@ class LocalSource:
     name = "local"
 
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
-        now = datetime.now(UTC)
-        parsed = read_features_dir(features_dir(host, config), now, log.warning)
+        parsed = read_features_dir(features_dir(host, config), _utc_now, log.warning)
         f = Features()
         f.set_attributes("local.label", parsed.labels)
         f.set_attributes("local.feature", parsed.features)

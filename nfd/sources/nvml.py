@@ -13,9 +13,15 @@ callers never hold NVML handles.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+
+from nfd.record import Record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any, Protocol
+else:
+    Protocol = object  # only the type checker needs the protocol to be one
 
 # NVML's "no instance" value for GPU/compute instance ids in events on full GPUs.
 NO_INSTANCE = 0xFFFFFFFF
@@ -42,8 +48,7 @@ class NvmlError(Exception):
     """One NVML call failed on a usable NVML (a GPU fell off the bus, ...)."""
 
 
-@dataclass(frozen=True)
-class MigDeviceInfo:
+class MigDeviceInfo(Record, frozen=True):
     """One MIG device (a compute instance inside a GPU instance) of a GPU."""
 
     index: int  # slot on the parent GPU, as nvmlDeviceGetMigDeviceHandleByIndex counts
@@ -63,8 +68,7 @@ class MigDeviceInfo:
     profile: str = ""
 
 
-@dataclass(frozen=True)
-class GpuInfo:
+class GpuInfo(Record, frozen=True):
     """One full GPU as NVML sees it."""
 
     index: int
@@ -89,8 +93,7 @@ class GpuInfo:
         return sysfs_pci_address(self.pci_bus_id)
 
 
-@dataclass(frozen=True)
-class NvmlSnapshot:
+class NvmlSnapshot(Record, frozen=True):
     driver_version: str  # "550.54.15"
     cuda_driver_version: int  # 12040 for CUDA 12.4, as nvmlSystemGetCudaDriverVersion says
     gpus: tuple[GpuInfo, ...] = ()
@@ -100,8 +103,7 @@ class NvmlSnapshot:
         return self.cuda_driver_version // 1000, (self.cuda_driver_version % 1000) // 10
 
 
-@dataclass(frozen=True)
-class XidEvent:
+class XidEvent(Record, frozen=True):
     """A critical XID error NVML reported for a GPU (or one MIG device of it)."""
 
     uuid: str  # the full GPU's UUID
@@ -196,14 +198,14 @@ def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
-@dataclass
 class PynvmlAdapter:
     """NVML through ``pynvml``. ``module`` is for tests that hand in a stand-in module with
     pynvml's functions; by default ``pynvml`` is imported on first use."""
 
-    module: Any = None
-    _nv: Any = field(default=None, init=False, repr=False)
-    _events: Any = field(default=None, init=False, repr=False)
+    def __init__(self, module: Any = None) -> None:
+        self.module = module
+        self._nv: Any = None
+        self._events: Any = None
 
     # -- lifecycle ----------------------------------------------------------------------
     def _open(self) -> Any:

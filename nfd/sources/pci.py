@@ -12,16 +12,16 @@ starts with an entry of ``deviceClassWhitelist``, fields from ``deviceLabelField
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Sequence
 
 from nfd.config import SourcesConfig
 from nfd.features import Features, Instance, Labels
 from nfd.hostroot import HostRoot
+from nfd.lazylog import get_logger
 from nfd.sources import _sysfs
 
-log = logging.getLogger("nfd.sources")
+log = get_logger("nfd.sources")
 
 MANDATORY_ATTRS = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device")
 OPTIONAL_ATTRS = ("sriov_totalvfs", "iommu_group/type", "iommu/intel-iommu/version")

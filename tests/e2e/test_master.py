@@ -131,7 +131,9 @@ def test_node_selector_finds_the_labelled_node(e2e, tmp_path):
         m.wait_in_sync(gpu)
         m.wait_in_sync(plain)
     # What a Pod with nodeSelector {feature.node.kubernetes.io/e2e-accelerated: "true"} needs.
-    got = e2e.core_v1().list_node(label_selector=f"{FNS}/e2e-accelerated=true,e2e.nfd.node.kubernetes.io/run={e2e.run_id}")
+    got = e2e.core_v1().list_node(
+        label_selector=f"{FNS}/e2e-accelerated=true,e2e.nfd.node.kubernetes.io/run={e2e.run_id}"
+    )
     assert [x.metadata.name for x in got.items] == [gpu]
 
 
@@ -190,7 +192,9 @@ def test_no_write_when_nothing_changed(e2e, tmp_path):
         mark = e2e.fake.log.mark()
         for _ in range(10):
             assert m.put(n, {"kernel": "6.1"}).status_code == 200
-            assert m.http.post(f"/api/v1/nodes/{n}/heartbeat", json={"digest": digest}).json() == {"known": True}
+            assert m.http.post(f"/api/v1/nodes/{n}/heartbeat", json={"digest": digest}).json() == {
+                "known": True
+            }
         time.sleep(0.3)
         assert e2e.fake.log.writes(since=mark) == []
 

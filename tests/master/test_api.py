@@ -119,3 +119,19 @@ def test_label_whitelist_and_extra_namespace(master):
     body = put(c, "n1", {"keep": "1", "drop": "1", "vendor.example.com/x": "1"}).json()
     assert body["labels"] == {f"{FNS}/fixture-keep": "1"}
     assert set(body["rejected"]["labels"]) == {f"{FNS}/fixture-drop", "vendor.example.com/x"}
+
+
+def test_repeated_body_answered_alike_without_a_new_decision(master):
+    """The steady-state fast path (a body identical to the last one) answers exactly
+    what the full path answered."""
+    c = master()
+    first = put(c, "n1", {"a": "1"})
+    rec = c.runtime.service.store.get("n1")
+    decision = rec.decision
+    again = put(c, "n1", {"a": "1"})
+    assert again.status_code == 200 and again.json() == first.json()
+    assert c.runtime.service.store.get("n1").decision is decision
+    assert "nfd_master_node_update_requests_total 2.0" in c.get("/metrics").text
+    # Malformed heartbeats are never answered by the fast path: the full path's 422.
+    r = c.post("/api/v1/nodes/n1/heartbeat", json={"digest": 5})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "digest"]

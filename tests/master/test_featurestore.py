@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from nfd.features import Features
-from nfd.master.featurestore import FeatureStore, encode
+from nfd.master.featurestore import FeatureStore, GroupCache, encode
 
 
 def sample(extra: str = "") -> Features:
@@ -42,3 +42,13 @@ def test_groups_are_stored_once_and_released():
     assert store.get(b.digest).to_dict() == sample("b").to_dict()
     store.release(b.digest)
     assert len(store) == 0 and store.stored_bytes() == 0
+
+
+def test_group_cache_gives_the_same_encoding():
+    cache = GroupCache(per_name=2)
+    for extra in ("a", "b", "a", "c", "b", "a"):
+        raw = sample(extra).to_dict()
+        assert encode(raw, cache) == encode(raw)
+    changed = sample("a").to_dict()
+    changed["attributes"]["kernel.version"]["elements"]["full"] = "6.2.0"
+    assert encode(changed, cache) == encode(changed)

@@ -76,3 +76,28 @@ def test_rule_change_re_evaluates_every_node(master, tmp_path):
         time.sleep(0.02)
     assert all(v["labels"][f"{FNS}/gpu-ready"] == "true" for v in views)
     assert "nfd_master_nodefeaturerule_processing_duration_seconds_count 2.0" in c.get("/metrics").text
+
+
+def test_builtin_labels_are_what_discover_computes(fixtures):
+    """The master labels with the same pure functions as `nfd discover`."""
+    import json
+
+    import httpx
+
+    from nfd.config import WorkerConfig
+    from nfd.features import Features
+    from nfd.labels import node_labels
+    from nfd.master.app import create_app
+    from nfd.master.runtime import build_runtime
+    from nfd.sources import default_registry
+
+    from .conftest import memory_settings
+    from .helpers import serve
+
+    raw = json.loads((fixtures / "upstream-baseline" / "features.json").read_text())
+    expected = node_labels(default_registry(), Features.from_dict(raw), WorkerConfig()).labels
+    assert expected  # the baseline node has labels
+    rt = build_runtime(memory_settings())  # the default registry, as `nfd master` runs
+    with serve(create_app(runtime=rt)) as url, httpx.Client(base_url=url) as c:
+        got = c.put("/api/v1/nodes/base/features", json={"features": raw}).json()
+    assert got["labels"] == expected

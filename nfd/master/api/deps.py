@@ -10,7 +10,8 @@ from nfd.master.auth import AuthError
 from nfd.master.runtime import Runtime
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
+    # async: a plain function would be run in a worker thread, costing more than it does
     rt: Runtime = request.app.state.runtime
     return rt
 
