@@ -86,10 +86,10 @@ def _print_check(states: list[ResourceState]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
+    from nfd.commands._common import host_root
     from nfd.deviceplugin.config import load_config
     from nfd.deviceplugin.inventory import build_states
     from nfd.deviceplugin.model import ConfigError
-    from nfd.hostroot import HostRoot
 
     try:
         config = load_config(args.config)
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"config {args.config}: {e}") from None
     if args.poll_interval <= 0:
         raise CliError("--poll-interval must be positive")
-    host = HostRoot.under(args.host_root) if args.host_root else HostRoot.from_env()
+    host = host_root(args.host_root)
     states, warnings = build_states(config.resources, features=_features(args, host), host=host)
     if not config.resources:
         warnings.append(f"{args.config} declares no resources; nothing to serve")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
@@ -72,28 +71,14 @@ def parse_fast(argv: Sequence[str]) -> dict[str, object] | None:
 
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
-    from nfd.config import ConfigError, WorkerConfig, load_worker_config
+    from nfd.commands._common import host_root, worker_config
     from nfd.discover import discover
-    from nfd.hostroot import HostRoot
     from nfd.labels import node_labels
     from nfd.policy import Policy
     from nfd.sources import UnknownSourceError, default_registry
 
-    if args.host_root is not None:
-        if not os.path.isdir(args.host_root):
-            raise CliError(f"--host-root {args.host_root}: no such directory")
-        host = HostRoot.under(args.host_root)
-    else:
-        host = HostRoot.from_env()
-
-    config = WorkerConfig()
-    if args.config:
-        try:
-            config, warnings = load_worker_config(args.config)
-        except ConfigError as e:
-            raise CliError(str(e)) from None
-        for w in warnings:
-            print(f"nfd discover: warning: {w}", file=sys.stderr)
+    host = host_root(args.host_root)
+    config = worker_config(args.config, warn=lambda w: print(f"nfd discover: warning: {w}", file=sys.stderr))
 
     registry = default_registry()
     try:

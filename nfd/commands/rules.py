@@ -175,21 +175,12 @@ def _read_features(path: str) -> Features:
 
 
 def _discover(host_root: str | None) -> Features:
-    import os
-
-    from nfd.cli import CliError
+    from nfd.commands import _common
     from nfd.config import WorkerConfig
     from nfd.discover import discover
-    from nfd.hostroot import HostRoot
     from nfd.sources import default_registry
 
-    if host_root is not None:
-        if not os.path.isdir(host_root):
-            raise CliError(f"--host-root {host_root}: no such directory")
-        host = HostRoot.under(host_root)
-    else:
-        host = HostRoot.from_env()
-    result = discover(default_registry(), host, WorkerConfig().sources)
+    result = discover(default_registry(), _common.host_root(host_root), WorkerConfig().sources)
     for name, e in sorted(result.errors.items()):
         print(f"nfd rules test: warning: source {name}: {e}", file=sys.stderr)
     return result.features

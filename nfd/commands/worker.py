@@ -62,9 +62,9 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from nfd.cli import CliError
-    from nfd.config import ConfigError, WorkerConfig, load_worker_config, parse_duration
+    from nfd.commands._common import host_root, worker_config
+    from nfd.config import ConfigError, parse_duration
     from nfd.features import Features
-    from nfd.hostroot import HostRoot
     from nfd.sources import UnknownSourceError, default_registry
     from nfd.worker.backoff import Backoff
     from nfd.worker.client import MasterClient
@@ -82,14 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if not master:
         raise CliError("no master: give --master URL or set NFD_MASTER_URL", code=2)
 
-    config = WorkerConfig()
-    if args.config:
-        try:
-            config, warnings = load_worker_config(args.config)
-        except ConfigError as e:
-            raise CliError(str(e)) from None
-        for w in warnings:
-            log.warning("%s", w)
+    config = worker_config(args.config, warn=lambda w: log.warning("%s", w))
     try:
         interval = (
             parse_duration(args.sleep_interval, where="--sleep-interval")
@@ -102,12 +95,7 @@ def run(args: argparse.Namespace) -> int:
     if retry_cap <= 0:
         raise CliError("--retry-max-delay: must be more than 0")
 
-    if args.host_root is not None:
-        if not os.path.isdir(args.host_root):
-            raise CliError(f"--host-root {args.host_root}: no such directory")
-        host = HostRoot.under(args.host_root)
-    else:
-        host = HostRoot.from_env()
+    host = host_root(args.host_root)
 
     try:
         spec = args.sources.split(",") if args.sources else list(config.core.feature_sources)

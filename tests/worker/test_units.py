@@ -330,3 +330,30 @@ def test_status_server_answers_probes_while_a_client_holds_a_connection() -> Non
         idle.close()
     finally:
         server.stop()
+
+
+def test_status_server_answers_odd_requests_plainly() -> None:
+    import http.client
+    import socket
+
+    from nfd.worker.metrics import StatusServer, WorkerMetrics
+
+    server = StatusServer(WorkerMetrics("n"), lambda: (False, "master unreachable"), host="127.0.0.1", port=0)
+    server.start()
+    try:
+
+        def ask(method: str, path: str) -> tuple[int, bytes]:
+            c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+            c.request(method, path)
+            r = c.getresponse()
+            return r.status, r.read()
+
+        assert ask("GET", "/healthz") == (503, b"master unreachable\n")
+        assert ask("GET", "/nope") == (404, b"not found\n")
+        assert ask("POST", "/metrics")[0] == 405
+        assert ask("HEAD", "/metrics") == (200, b"")
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+            s.sendall(b"garbage\r\n\r\n")
+            assert s.recv(100).startswith(b"HTTP/1.0 400 ")
+    finally:
+        server.stop()

@@ -1,0 +1,42 @@
+"""What several commands take from their arguments the same way: the host root and the
+worker config file. Errors become CliError (one line, exit 2)."""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from nfd.config import WorkerConfig
+    from nfd.hostroot import HostRoot
+
+
+def host_root(path: str | None) -> HostRoot:
+    """``--host-root DIR`` (every part below DIR), else the NFD_HOST_* environment."""
+    import os
+
+    from nfd.cli import CliError
+    from nfd.hostroot import HostRoot
+
+    if path is None:
+        return HostRoot.from_env()
+    if not os.path.isdir(path):
+        raise CliError(f"--host-root {path}: no such directory")
+    return HostRoot.under(path)
+
+
+def worker_config(path: str | None, *, warn: Callable[[str], None]) -> WorkerConfig:
+    """The worker config file's settings (defaults without one); unknown keys are passed
+    to ``warn``."""
+    from nfd.cli import CliError
+    from nfd.config import ConfigError, WorkerConfig, load_worker_config
+
+    if not path:
+        return WorkerConfig()
+    try:
+        config, warnings = load_worker_config(path)
+    except ConfigError as e:
+        raise CliError(str(e)) from None
+    for w in warnings:
+        warn(w)
+    return config
