@@ -81,12 +81,33 @@ class LocalConfig(Record, frozen=True):
     features_dir: str = DEFAULT_FEATURES_DIR
 
 
+class GpuConfig(Record, frozen=True):
+    """``sources.gpu``: NVIDIA labels as NVIDIA's GPU feature discovery writes them."""
+
+    # Ask NVML (through nvidia-ml-py); off = PCI/sysfs facts only.
+    nvml: bool = True
+    # GFD's --mig-strategy: none, single or mixed.
+    mig_strategy: str = "none"
+    # Time-slicing replicas per GPU, as the device plugin is configured (gpu.replicas,
+    # gpu.sharing-strategy and the "-SHARED" product suffix follow it); 1 = not shared.
+    replicas: int = 1
+
+    def __post_init__(self) -> None:
+        if self.mig_strategy not in ("none", "single", "mixed"):
+            raise ConfigError(
+                f"sources.gpu.migStrategy: {self.mig_strategy!r} is not one of none, single, mixed"
+            )
+        if self.replicas < 1:
+            raise ConfigError(f"sources.gpu.replicas: {self.replicas} is less than 1")
+
+
 class SourcesConfig(Record, frozen=True):
     cpu: CpuConfig = field(default_factory=CpuConfig)
     kernel: KernelConfig = field(default_factory=KernelConfig)
     pci: PciConfig = field(default_factory=PciConfig)
     usb: UsbConfig = field(default_factory=UsbConfig)
     local: LocalConfig = field(default_factory=LocalConfig)
+    gpu: GpuConfig = field(default_factory=GpuConfig)
     # Worker-side rules (upstream's ``sources.custom``), kept raw for the rules engine.
     custom: tuple[Mapping[str, Any], ...] = ()
 
@@ -207,6 +228,10 @@ def _convert(tp: Any, value: Any, warnings: list[str], where: str) -> Any:
     if tp is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: expected true or false")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected a whole number")
         return value
     if tp is float:
         if isinstance(value, str):

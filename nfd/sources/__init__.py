@@ -93,6 +93,8 @@ def default_registry() -> Registry:
     from nfd.sources import (
         cpu,
         custom,
+        fpga,
+        gpu,
         kernel,
         local,
         memory,
@@ -110,6 +112,8 @@ def default_registry() -> Registry:
             memory.MemorySource(),
             network.NetworkSource(),
             pci.PciSource(),
+            gpu.GpuSource(),
+            fpga.FpgaSource(),
             storage.StorageSource(),
             system.SystemSource(),
             usb.UsbSource(),

@@ -66,7 +66,7 @@ def test_full_config() -> None:
         (res(), "resources[0]: needs exactly one device selector"),
         (
             res(pci={"vendor": "8086"}, usb={"vendor": "0403"}),
-            "resources[0]: needs exactly one device selector (pci, usb, devnode), got pci, usb",
+            "resources[0]: needs exactly one device selector (pci, usb, devnode, gpu, fpga), got pci, usb",
         ),
         (res(pci={"vendor": "8086"}, colour="red"), "resources[0].colour: unknown key"),
         (res(pci={"vendor": "8086"}, replicas=0), "resources[0].replicas: expected an integer from 1"),

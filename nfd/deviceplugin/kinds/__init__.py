@@ -92,10 +92,12 @@ class KindRegistry:
 
 def default_kinds() -> KindRegistry:
     from nfd.deviceplugin.kinds.devnode import DevNodeKind
+    from nfd.deviceplugin.kinds.fpga import FpgaKind
+    from nfd.deviceplugin.kinds.gpu import GpuKind
     from nfd.deviceplugin.kinds.pci import PciKind
     from nfd.deviceplugin.kinds.usb import UsbKind
 
-    return KindRegistry((PciKind(), UsbKind(), DevNodeKind()))
+    return KindRegistry((PciKind(), UsbKind(), DevNodeKind(), GpuKind(), FpgaKind()))
 
 
 # -- helpers for kinds' selector parsing ---------------------------------------------------

@@ -1,0 +1,85 @@
+"""Accelerator discovery costs, on the fixture trees with the fake NVML (no GPU needed).
+
+Prints per-pass times of the gpu and fpga sources, of GFD label computation, and of one
+health poll of the gpu device kind over 8 GPUs (the device plugin polls every 200 ms).
+
+    python bench/accel_bench.py
+
+Also the cost on this machine (usually no accelerator: what every GPU-less node pays).
+Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nfd.config import GpuConfig, SourcesConfig
+from nfd.deviceplugin.config import parse_config
+from nfd.deviceplugin.inventory import build_states
+from nfd.deviceplugin.kinds import KindRegistry
+from nfd.deviceplugin.kinds.gpu import GpuKind
+from nfd.features import Features
+from nfd.hostroot import HostRoot
+from nfd.sources.fpga import FpgaSource
+from nfd.sources.gpu import GpuSource
+from nfd.sources.nvml_fake import FakeNvml, a100_mig, h100x8
+
+HOSTS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "hosts"
+
+
+def measure(label: str, fn: Callable[[], object], n: int = 200) -> None:
+    fn()
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    print(
+        f"{label:<52} median {statistics.median(times) * 1e3:7.3f} ms   p95 {sorted(times)[int(n * 0.95)] * 1e3:7.3f} ms"
+    )
+
+
+def main() -> None:
+    h100 = HostRoot.under(HOSTS / "gpu-h100x8")
+    a100 = HostRoot.under(HOSTS / "gpu-a100-mig")
+    cfg = SourcesConfig()
+    mixed = SourcesConfig(gpu=GpuConfig(mig_strategy="mixed"))
+    gpu = GpuSource(nvml=lambda: FakeNvml(h100x8()))
+    mig = GpuSource(nvml=lambda: FakeNvml(a100_mig()))
+    feats = gpu.discover(h100, cfg)
+    mig_feats = mig.discover(a100, mixed)
+    measure("gpu source discover, 8x H100 (fake NVML)", lambda: gpu.discover(h100, cfg))
+    measure("gpu source discover, 2x A100 MIG (fake NVML)", lambda: mig.discover(a100, mixed))
+    measure("gpu labels, 8x H100", lambda: gpu.labels(feats, cfg), n=2000)
+    measure("gpu labels, 2x A100 MIG mixed", lambda: mig.labels(mig_feats, mixed), n=2000)
+    measure(
+        "gpu source discover, AMD MI300X x2 (DRM)",
+        lambda: gpu.discover(HostRoot.under(HOSTS / "gpu-amd-mi300"), cfg),
+    )
+    measure(
+        "fpga source discover, Arria 10",
+        lambda: FpgaSource().discover(HostRoot.under(HOSTS / "fpga-arria10"), cfg),
+    )
+    here, real_gpu, real_fpga = HostRoot(), GpuSource(), FpgaSource()
+    measure(
+        "gpu + fpga discover, this machine",
+        lambda: (real_gpu.discover(here, cfg), real_fpga.discover(here, cfg)),
+    )
+
+    kind = GpuKind(nvml=lambda: FakeNvml(h100x8()), event_wait=0.05)
+    plugin = parse_config(
+        {"resources": [{"name": "nvidia.com/gpu", "gpu": {"vendor": "nvidia"}}]}, KindRegistry((kind,))
+    )
+    (state,), _ = build_states(plugin.resources, features=Features(), host=h100)
+    measure("device plugin health poll, 8 GPUs", state.refresh, n=1000)
+    kind.close()
+
+
+if __name__ == "__main__":
+    main()

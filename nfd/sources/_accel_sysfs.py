@@ -1,0 +1,140 @@
+"""sysfs facts about PCI accelerators (GPUs, FPGAs), shared by the gpu and fpga sources
+and the GPU device kind."""
+
+from __future__ import annotations
+
+import re
+
+from nfd.record import Record
+from nfd.sources._read import list_dir, read_line, read_link_name
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from nfd.hostroot import HostRoot
+
+
+class PciFunction(Record, frozen=True):
+    address: str  # "0000:18:00.0"
+    pci_class: str  # six hex digits, "030200"
+    vendor: str  # four hex digits, "10de"
+    device: str
+    subsystem_vendor: str = ""
+    subsystem_device: str = ""
+    driver: str = ""  # bound kernel driver, "" when none
+    numa_node: int | None = None  # None: no NUMA affinity (-1) or not shown
+
+    @property
+    def class_prefix(self) -> str:
+        """Base class and subclass, as upstream's pci source names classes ("0302")."""
+        return self.pci_class[:4]
+
+    def attributes(self) -> dict[str, str]:
+        out = {
+            "pci_address": self.address,
+            "class": self.class_prefix,
+            "vendor": self.vendor,
+            "device": self.device,
+            "subsystem_vendor": self.subsystem_vendor,
+            "subsystem_device": self.subsystem_device,
+            "driver": self.driver,
+        }
+        if self.numa_node is not None:
+            out["numa_node"] = str(self.numa_node)
+        return {k: v for k, v in out.items() if v != ""}
+
+
+def hex_id(text: str | None, width: int = 4) -> str:
+    """``0x10de`` -> ``10de``; empty when unreadable."""
+    if not text:
+        return ""
+    t = text.strip().lower()
+    if t.startswith("0x"):
+        t = t[2:]
+    try:
+        return f"{int(t, 16):0{width}x}"
+    except ValueError:
+        return ""
+
+
+def numa_node(host: HostRoot, address: str) -> int | None:
+    """The NUMA node of a PCI device from sysfs; None for -1 (none) or unknown."""
+    return _numa(read_line(f"{host.sys}/bus/pci/devices/{address}/numa_node"))
+
+
+def _numa(raw: str | None) -> int | None:
+    try:
+        node = int(raw) if raw is not None else -1
+    except ValueError:
+        return None
+    return node if node >= 0 else None
+
+
+_MODALIAS = re.compile(
+    r"^pci:v0000([0-9A-Fa-f]{4})d0000([0-9A-Fa-f]{4})sv0000([0-9A-Fa-f]{4})sd0000([0-9A-Fa-f]{4})"
+    r"bc([0-9A-Fa-f]{2})sc([0-9A-Fa-f]{2})i([0-9A-Fa-f]{2})$"
+)
+
+
+def _identity(d: str) -> tuple[str, str, str, str, str] | None:
+    """(class, vendor, device, subsystem vendor, subsystem device) of the function in
+    sysfs directory ``d``: from ``modalias`` in one read, else from the separate files."""
+    m = _MODALIAS.match(read_line(f"{d}/modalias") or "")
+    if m:
+        v, dev, sv, sd, bc, sc, pi = (g.lower() for g in m.groups())
+        return bc + sc + pi, v, dev, sv, sd
+    pci_class = hex_id(read_line(f"{d}/class"), 6)
+    vendor = hex_id(read_line(f"{d}/vendor"))
+    if not pci_class or not vendor:
+        return None
+    return (
+        pci_class,
+        vendor,
+        hex_id(read_line(f"{d}/device")),
+        hex_id(read_line(f"{d}/subsystem_vendor")),
+        hex_id(read_line(f"{d}/subsystem_device")),
+    )
+
+
+def _function(address: str, d: str, ident: tuple[str, str, str, str, str]) -> PciFunction:
+    pci_class, vendor, device, sub_vendor, sub_device = ident
+    return PciFunction(
+        address=address,
+        pci_class=pci_class,
+        vendor=vendor,
+        device=device,
+        subsystem_vendor=sub_vendor,
+        subsystem_device=sub_device,
+        driver=read_link_name(f"{d}/driver") or "",
+        numa_node=_numa(read_line(f"{d}/numa_node")),
+    )
+
+
+def pci_function(host: HostRoot, address: str) -> PciFunction | None:
+    """One PCI function's identity, driver and NUMA node; None when sysfs lacks it."""
+    d = f"{host.sys}/bus/pci/devices/{address}"
+    ident = _identity(d)
+    return None if ident is None else _function(address, d, ident)
+
+
+def pci_functions(
+    host: HostRoot, *, classes: tuple[str, ...] = (), vendors: tuple[str, ...] = ()
+) -> list[PciFunction]:
+    """PCI functions in address order: those whose class starts with one of ``classes``
+    or whose vendor is one of ``vendors`` (every function when both are empty). A server
+    has hundreds of functions: each costs one read (``modalias``) unless it is wanted."""
+    base = f"{host.sys}/bus/pci/devices"
+    out = []
+    for address in list_dir(base):
+        d = f"{base}/{address}"
+        ident = _identity(d)
+        if ident is None:
+            continue
+        pci_class, vendor = ident[0], ident[1]
+        wanted = (
+            (not classes and not vendors)
+            or (bool(classes) and pci_class.startswith(classes))
+            or vendor in vendors
+        )
+        if wanted:
+            out.append(_function(address, d, ident))
+    return out

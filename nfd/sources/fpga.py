@@ -1,0 +1,146 @@
+"""The fpga feature source: FPGA cards on PCI, and the kernel's FPGA framework
+(``/sys/class/fpga_region``, ``/sys/class/fpga_manager``, Intel's DFL bus).
+
+Raw features (``fpga`` domain):
+
+- ``fpga.device`` (instances): PCI functions that are FPGA cards: class 12xx from an
+  FPGA vendor (Intel/Altera, AMD/Xilinx, Silicom), or an Intel function that a kernel
+  FPGA driver claims or whose id is a known FPGA card. Intel's other class-12 parts (NPUs)
+  and AMD's Instinct GPUs (also class 1200) are not FPGAs and are left out.
+- ``fpga.region``, ``fpga.manager`` (instances): the FPGA framework's class devices.
+- ``fpga.dfl`` (instances): devices on the DFL bus (FME, ports, private features).
+
+Labels: ``fpga-device.present``/``.count`` and ``fpga-<vendor>.present``/``.count``
+(``intel``, ``xilinx``, ``silicom``), ``fpga-region.present``, ``fpga-dfl.present``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from nfd.features import Features
+from nfd.sources._accel_sysfs import pci_functions
+from nfd.sources._read import exists, list_dir, read_line, read_link_name
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
+if TYPE_CHECKING:
+    from nfd.config import SourcesConfig
+    from nfd.features import Instance, Labels
+    from nfd.hostroot import HostRoot
+    from nfd.sources._accel_sysfs import PciFunction
+
+# Vendors whose class-12 functions are FPGA cards, and the name used in labels.
+FPGA_VENDORS: dict[str, str] = {
+    "1172": "intel",  # Altera
+    "10ee": "xilinx",  # AMD/Xilinx Alveo, Versal
+    "1c2c": "silicom",  # Silicom Denmark FPGA SmartNICs (N5010/N5011)
+}
+# Intel (8086) FPGA cards by device id: the ids the kernel's dfl-pci driver (and Intel's
+# OPAE intel-fpga-pci driver) bind to, with the card they are.
+INTEL_FPGA_DEVICES: dict[str, str] = {
+    "09c4": "pac-arria10",
+    "09c5": "pac-arria10-vf",
+    "0b2b": "pac-d5005",
+    "0b2c": "pac-d5005-vf",
+    "0b30": "pac-n3000",
+    "bcbd": "integrated-5",
+    "bcbf": "integrated-5-vf",
+    "bcc0": "integrated-6",
+    "bcc1": "integrated-6-vf",
+    "bcce": "dfl",
+    "bccf": "dfl-vf",
+}
+FPGA_DRIVERS = frozenset({"dfl-pci", "intel-fpga-pci", "xclmgmt", "xocl", "xdma", "qdma-pf", "qdma-vf"})
+
+
+def vendor_name(f: PciFunction) -> str | None:
+    if f.vendor == "8086":
+        if f.class_prefix.startswith("12") and (f.device in INTEL_FPGA_DEVICES or f.driver in FPGA_DRIVERS):
+            return "intel"
+        return None
+    if f.vendor in FPGA_VENDORS and (f.class_prefix.startswith("12") or f.driver in FPGA_DRIVERS):
+        return FPGA_VENDORS[f.vendor]
+    return None
+
+
+class FpgaSource:
+    name = "fpga"
+
+    def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
+        feats = Features()
+        devices: list[Instance] = []
+        for f in pci_functions(host, classes=("12",), vendors=tuple(FPGA_VENDORS)):
+            vendor = vendor_name(f)
+            if vendor is None:
+                continue
+            inst = f.attributes()
+            inst["fpga_vendor"] = vendor
+            if f.vendor == "8086" and f.device in INTEL_FPGA_DEVICES:
+                inst["card"] = INTEL_FPGA_DEVICES[f.device]
+            d = host.sys / "bus" / "pci" / "devices" / f.address
+            if exists(d / "physfn"):
+                inst["vf"] = "true"
+            for key in ("sriov_totalvfs", "sriov_numvfs"):
+                v = read_line(d / key)
+                if v:
+                    inst[key] = v
+            devices.append(inst)
+        found = {
+            "fpga.device": devices,
+            "fpga.region": _class_devices(host, "fpga_region", ("compat_id", "type")),
+            "fpga.manager": _class_devices(host, "fpga_manager", ("name", "state", "status")),
+            "fpga.dfl": _dfl_devices(host),
+        }
+        # Only what exists: a node without FPGAs has no fpga features, as upstream's has none.
+        for name, items in found.items():
+            if items:
+                feats.set_instances(name, items)
+        return feats
+
+    def labels(self, features: Features, config: SourcesConfig) -> Labels:
+        out: Labels = {}
+        devices = features.instances.get("fpga.device", [])
+        if devices:
+            out["device.present"] = "true"
+            out["device.count"] = str(len(devices))
+            for vendor, n in sorted(Counter(d.get("fpga_vendor", "") for d in devices).items()):
+                if vendor:
+                    out[f"{vendor}.present"] = "true"
+                    out[f"{vendor}.count"] = str(n)
+        if features.instances.get("fpga.region"):
+            out["region.present"] = "true"
+        if features.instances.get("fpga.dfl"):
+            out["dfl.present"] = "true"
+        return out
+
+
+def _class_devices(host: HostRoot, cls: str, keys: tuple[str, ...]) -> list[Instance]:
+    base = host.sys / "class" / cls
+    out: list[Instance] = []
+    for name in list_dir(base):
+        inst: Instance = {"name": name}
+        parent = read_link_name(base / name / "device")
+        if parent:
+            inst["parent"] = parent
+        for key in keys:
+            v = read_line(base / name / key)
+            if v:
+                inst[key if key != "name" else "manager"] = v
+        out.append(inst)
+    return out
+
+
+def _dfl_devices(host: HostRoot) -> list[Instance]:
+    base = host.sys / "bus" / "dfl" / "devices"
+    out: list[Instance] = []
+    for name in list_dir(base):
+        inst: Instance = {"name": name}
+        for key in ("type", "feature_id"):
+            v = read_line(base / name / key)
+            if v:
+                inst[key] = v
+        driver = read_link_name(base / name / "driver")
+        if driver:
+            inst["driver"] = driver
+        out.append(inst)
+    return out
