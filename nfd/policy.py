@@ -178,7 +178,7 @@ def filter_labels(
     """Qualify names, then split into (accepted, rejected name -> reason), sorted."""
     accepted: dict[str, str] = {}
     rejected: dict[str, str] = {}
-    for raw in sorted(labels):
+    for raw in sorted(labels, key=qualify):
         name, value = qualify(raw), labels[raw]
         err = check_label(name, value, policy)
         if err:
@@ -341,7 +341,7 @@ def publish(
         (extended_resources, lambda n, v: check_extended_resource(n, v, policy), resolve, out.extended_resources, "extendedResources"),
     )  # fmt: skip
     for items, check, value_of, accepted, kind in kinds:
-        for raw in sorted(items):
+        for raw in sorted(items, key=qualify):
             name = qualify(raw)
             if raw != name and name in items:
                 continue  # the prefixed spelling wins

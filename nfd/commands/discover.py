@@ -102,9 +102,9 @@ def run(args: argparse.Namespace) -> int:
 
     out = sys.stdout
     if args.output == "labels":
-        out.write("".join(f"{k}={v}\n" for k, v in labelled.labels.items()))
+        out.write("".join(f"{k}={labelled.labels[k]}\n" for k in sorted(labelled.labels)))
     else:
-        doc = {"labels": labelled.labels, "features": result.features.to_dict()}
+        doc = {"labels": dict(sorted(labelled.labels.items())), "features": result.features.to_dict()}
         if args.output == "json":
             import json
 

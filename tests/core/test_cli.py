@@ -40,3 +40,15 @@ def test_empty_host_tree_gives_no_error(tmp_path: Path) -> None:
     doc = json.loads(p.stdout)
     assert set(doc) == {"labels", "features"}
     assert set(doc["features"]) == {"flags", "attributes", "instances"}
+
+
+def test_labels_come_out_sorted_by_their_full_name(fixtures: Path) -> None:
+    # A GPU node mixes feature.node.kubernetes.io/ labels with nvidia.com/ ones.
+    p = nfd("discover", "--host-root", str(fixtures / "hosts" / "gpu-h100x8"))
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert any(line.startswith("nvidia.com/") for line in lines)
+    keys = [line.split("=", 1)[0] for line in lines]
+    assert keys == sorted(keys)
+    doc = json.loads(nfd("discover", "--host-root", str(fixtures / "hosts" / "gpu-h100x8"), "-o", "json").stdout)
+    assert list(doc["labels"]) == sorted(doc["labels"])
