@@ -13,7 +13,7 @@ To add a kind, implement :class:`DeviceKind` and pass a registry holding it to
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from nfd.deviceplugin.model import ConfigError, FoundDevice
@@ -140,3 +140,9 @@ def hex_ids(raw: Any, where: str, width: int) -> tuple[str, ...]:
             raise ConfigError(f"{where}: {item!r} is not a hex ID of at most {width} digits")
         out.append(v)
     return tuple(out)
+
+
+def describe_fields(kind: str, fields: Iterable[tuple[str, str | Sequence[str]]]) -> str:
+    """``kind k=v k=a|b`` for a selector's non-empty fields (``--check`` output, logs)."""
+    parts = [f"{k}={v if isinstance(v, str) else '|'.join(v)}" for k, v in fields if v]
+    return " ".join([kind, *parts])

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from nfd.deviceplugin.kinds import hex_ids, mapping, string_list
+from nfd.deviceplugin.kinds import describe_fields, hex_ids, mapping, string_list
 from nfd.deviceplugin.model import ConfigError, DeviceNode, FoundDevice
 from nfd.features import Features
 from nfd.hostroot import HostRoot
@@ -63,12 +63,7 @@ class FpgaKind:
 
     def describe(self, selector: Any) -> str:
         s: FpgaSelector = selector
-        out = f"fpga vendor={s.vendor}"
-        if s.devices:
-            out += " device=" + "|".join(s.devices)
-        if s.drivers:
-            out += " driver=" + "|".join(s.drivers)
-        return out
+        return describe_fields("fpga", (("vendor", s.vendor), ("device", s.devices), ("driver", s.drivers)))
 
     def discover(
         self, selector: Any, *, resource: str, features: Features, host: HostRoot

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nfd.deviceplugin.kinds import mapping, string_list
+from nfd.deviceplugin.kinds import describe_fields, mapping, string_list
 from nfd.deviceplugin.model import ConfigError, DeviceNode, FoundDevice
 from nfd.features import Features
 from nfd.hostroot import HostRoot
@@ -158,12 +158,9 @@ class GpuKind:
 
     def describe(self, selector: Any) -> str:
         s: GpuSelector = selector
-        out = f"gpu vendor={s.vendor}"
-        if s.drivers:
-            out += " driver=" + "|".join(s.drivers)
-        if s.mig_profiles:
-            out += " migProfile=" + "|".join(s.mig_profiles)
-        return out
+        return describe_fields(
+            "gpu", (("vendor", s.vendor), ("driver", s.drivers), ("migProfile", s.mig_profiles))
+        )
 
     # -- discovery ----------------------------------------------------------------------
     def discover(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-from nfd.deviceplugin.kinds import hex_ids, mapping, string_list
+from nfd.deviceplugin.kinds import describe_fields, hex_ids, mapping, string_list
 from nfd.deviceplugin.kinds._sysfs import driver_name, link_name, numa_value, read_attr
 from nfd.deviceplugin.model import ConfigError, FoundDevice, env_name
 from nfd.features import Features
@@ -80,18 +80,16 @@ class PciKind:
 
     def describe(self, selector: Any) -> str:
         s: PciSelector = selector
-        parts = [
-            f"{k}={'|'.join(v)}"
-            for k, v in (
+        return describe_fields(
+            "pci",
+            (
                 ("vendor", s.vendor),
                 ("device", s.device),
                 ("class", s.class_prefix),
                 ("driver", s.driver),
                 ("address", s.address),
-            )
-            if v
-        ]
-        return "pci " + " ".join(parts)
+            ),
+        )
 
     def discover(
         self, selector: Any, *, resource: str, features: Features, host: HostRoot

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nfd.deviceplugin.kinds import hex_ids, mapping, string_list
+from nfd.deviceplugin.kinds import describe_fields, hex_ids, mapping, string_list
 from nfd.deviceplugin.kinds._sysfs import numa_above, read_attr
 from nfd.deviceplugin.model import DeviceNode, FoundDevice
 from nfd.features import Features
@@ -56,17 +56,9 @@ class UsbKind:
 
     def describe(self, selector: Any) -> str:
         s: UsbSelector = selector
-        parts = [
-            f"{k}={'|'.join(v)}"
-            for k, v in (
-                ("vendor", s.vendor),
-                ("product", s.product),
-                ("class", s.class_),
-                ("serial", s.serial),
-            )
-            if v
-        ]
-        return "usb " + " ".join(parts)
+        return describe_fields(
+            "usb", (("vendor", s.vendor), ("product", s.product), ("class", s.class_), ("serial", s.serial))
+        )
 
     def _device(self, attrs: dict[str, str], host: HostRoot) -> FoundDevice:
         path = _devpath(attrs["busnum"], attrs["devnum"])
