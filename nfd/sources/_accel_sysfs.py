@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from nfd.record import Record
-from nfd.sources._read import list_dir, read_line, read_link_name
+from nfd.sources._read import link_name, list_dir, read_line
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def _function(address: str, d: str, ident: tuple[str, str, str, str, str]) -> Pc
         device=device,
         subsystem_vendor=sub_vendor,
         subsystem_device=sub_device,
-        driver=read_link_name(f"{d}/driver") or "",
+        driver=link_name(f"{d}/driver") or "",
         numa_node=_numa(read_line(f"{d}/numa_node")),
     )
 

@@ -20,7 +20,7 @@ from collections import Counter
 
 from nfd.features import Features
 from nfd.sources._accel_sysfs import pci_functions
-from nfd.sources._read import exists, list_dir, read_line, read_link_name
+from nfd.sources._read import exists, link_name, list_dir, read_line
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def _class_devices(host: HostRoot, cls: str, keys: tuple[str, ...]) -> list[Inst
     out: list[Instance] = []
     for name in list_dir(base):
         inst: Instance = {"name": name}
-        parent = read_link_name(base / name / "device")
+        parent = link_name(base / name / "device")
         if parent:
             inst["parent"] = parent
         for key in keys:
@@ -139,7 +139,7 @@ def _dfl_devices(host: HostRoot) -> list[Instance]:
             v = read_line(base / name / key)
             if v:
                 inst[key] = v
-        driver = read_link_name(base / name / "driver")
+        driver = link_name(base / name / "driver")
         if driver:
             inst["driver"] = driver
         out.append(inst)

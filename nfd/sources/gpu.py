@@ -24,7 +24,7 @@ from collections import Counter
 from nfd.features import Features
 from nfd.lazylog import get_logger
 from nfd.sources._accel_sysfs import hex_id, numa_node, pci_functions
-from nfd.sources._read import list_dir, read_line, read_link_name
+from nfd.sources._read import link_name, list_dir, read_line
 from nfd.sources.nvml import NvmlError, NvmlUnavailable
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
@@ -295,7 +295,7 @@ def drm_cards(host: HostRoot) -> list[Instance]:
         card = drm / name
         dev = card / "device"
         inst: Instance = {"card": name, "card_node": f"/dev/dri/{name}"}
-        address = read_link_name(dev)
+        address = link_name(dev)
         if address:
             inst["pci_address"] = address
         for key, width in (("vendor", 4), ("device", 4), ("subsystem_vendor", 4), ("subsystem_device", 4)):
@@ -305,7 +305,7 @@ def drm_cards(host: HostRoot) -> list[Instance]:
         cls = hex_id(read_line(dev / "class"), 6)
         if cls:
             inst["class"] = cls[:4]
-        driver = read_link_name(dev / "driver")
+        driver = link_name(dev / "driver")
         if driver:
             inst["driver"] = driver
         renders = [n for n in list_dir(dev / "drm") if n.startswith("renderD")]

@@ -21,8 +21,7 @@ from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
 from nfd.lazylog import get_logger
-from nfd.sources import _sysfs
-from nfd.sources._read import read_bytes
+from nfd.sources import _read
 
 log = get_logger("nfd.sources")
 
@@ -90,7 +89,7 @@ class KconfigReader:
     def read(self, host: HostRoot, config: SourcesConfig, release: str | None) -> dict[str, str] | None:
         """The first kernel config found along upstream's search path, parsed."""
         for path in _kconfig_candidates(host, config, release):
-            raw = read_bytes(path)
+            raw = _read.read_bytes(path)
             if raw is None:
                 continue
             last = self._last
@@ -116,14 +115,14 @@ def _parse_raw(path: Path, raw: bytes) -> dict[str, str] | None:
 
 
 def _loaded_modules(host: HostRoot) -> list[str] | None:
-    text = _sysfs.text(str(host.proc / "modules"))
+    text = _read.text(str(host.proc / "modules"))
     if text is None:
         return None
     return [line.split(None, 1)[0] for line in text.splitlines() if line.strip()]
 
 
 def _builtin_modules(host: HostRoot, release: str) -> list[str] | None:
-    text = _sysfs.text(str(host.lib / "modules" / release / "modules.builtin"))
+    text = _read.text(str(host.lib / "modules" / release / "modules.builtin"))
     if text is None:
         return None
     out = []
@@ -140,7 +139,7 @@ def _selinux_enabled(host: HostRoot) -> bool | None:
     base = host.sys / "fs" / "selinux"
     if not base.exists():
         return False
-    status = _sysfs.attr(str(base / "enforce"))
+    status = _read.attr(str(base / "enforce"))
     if status is None:
         return None
     return status.startswith("1")
@@ -154,7 +153,7 @@ class KernelSource:
 
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
         f = Features()
-        release = _sysfs.attr(str(host.proc / "sys/kernel/osrelease"))
+        release = _read.attr(str(host.proc / "sys/kernel/osrelease"))
         if release:
             f.set_attributes("kernel.version", parse_version(release))
         else:

@@ -19,7 +19,7 @@ import os
 from nfd.config import SourcesConfig
 from nfd.features import Features, Instance, Labels
 from nfd.hostroot import HostRoot
-from nfd.sources import _sysfs
+from nfd.sources import _read
 
 _BINARY_SUFFIXES = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 
@@ -35,14 +35,14 @@ def kib_quantity(kib: int) -> str:
 
 
 def _numa(host: HostRoot) -> dict[str, str] | None:
-    nodes = _sysfs.entries(str(host.sys / "bus/node/devices"))
+    nodes = _read.entries(str(host.sys / "bus/node/devices"))
     if nodes is None:
         return None
     return {"is_numa": str(len(nodes) > 1).lower(), "node_count": str(len(nodes))}
 
 
 def _swap(host: HostRoot) -> dict[str, str] | None:
-    text = _sysfs.text(str(host.proc / "swaps"))
+    text = _read.text(str(host.proc / "swaps"))
     if text is None:
         return None
     lines = sum(1 for line in text.splitlines() if line.strip())
@@ -52,10 +52,10 @@ def _swap(host: HostRoot) -> dict[str, str] | None:
 def _nv(host: HostRoot) -> list[Instance]:
     base = str(host.sys / "bus/nd/devices")
     out: list[Instance] = []
-    for name in _sysfs.entries(base) or ():
+    for name in _read.entries(base) or ():
         inst = {"name": name}
         for key in ("devtype", "mode"):
-            value = _sysfs.attr(os.path.join(base, name, key))
+            value = _read.attr(os.path.join(base, name, key))
             if value is not None:
                 inst[key] = value
         out.append(inst)
@@ -65,13 +65,13 @@ def _nv(host: HostRoot) -> list[Instance]:
 def _hugepages(host: HostRoot) -> dict[str, str]:
     base = str(host.sys / "kernel/mm/hugepages")
     out = {"enabled": "false"}
-    for entry in _sysfs.entries(base) or ():
+    for entry in _read.entries(base) or ():
         if not os.path.isdir(os.path.join(base, entry)):
             continue
         size = entry.removeprefix("hugepages-").rstrip("kB")
         if not size.isdigit():
             continue
-        total = _sysfs.attr(os.path.join(base, entry, "nr_hugepages")) or ""
+        total = _read.attr(os.path.join(base, entry, "nr_hugepages")) or ""
         out["hugepages-" + kib_quantity(int(size))] = total
         if total.isdigit() and int(total) > 0:
             out["enabled"] = "true"

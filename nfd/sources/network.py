@@ -21,7 +21,7 @@ from nfd.config import SourcesConfig
 from nfd.features import Features, Instance, Labels
 from nfd.hostroot import HostRoot
 from nfd.lazylog import get_logger
-from nfd.sources import _sysfs
+from nfd.sources import _read
 
 log = get_logger("nfd.sources")
 
@@ -29,20 +29,20 @@ _COMMON_ATTRS = ("operstate", "speed", "mtu")
 _DEVICE_ATTRS = ("device/sriov_numvfs", "device/sriov_totalvfs")
 
 
-def _read(path: str, files: tuple[str, ...], inst: Instance) -> None:
+def _copy_attrs(path: str, files: tuple[str, ...], inst: Instance) -> None:
     for file in files:
-        value = _sysfs.attr(os.path.join(path, file))
+        value = _read.attr(os.path.join(path, file))
         if value is not None:
             inst[os.path.basename(file)] = value
 
 
 def _rdma(dev: str, inst: Instance) -> None:
-    ib = _sysfs.entries(os.path.join(dev, "infiniband"))
+    ib = _read.entries(os.path.join(dev, "infiniband"))
     if not ib:
         return
     inst["rdma_device"] = ",".join(ib)
     inst["rdma_capable"] = "true"
-    verbs = _sysfs.entries(os.path.join(dev, "infiniband_verbs")) or []
+    verbs = _read.entries(os.path.join(dev, "infiniband_verbs")) or []
     if any(v.startswith("uverbs") for v in verbs):
         inst["rdma_available"] = "true"
 
@@ -52,10 +52,10 @@ def read_interface(path: str) -> tuple[bool, Instance]:
     inst: Instance = {"name": os.path.basename(path)}
     dev = os.path.join(path, "device")
     physical = os.path.exists(dev)
-    _read(path, _COMMON_ATTRS, inst)
+    _copy_attrs(path, _COMMON_ATTRS, inst)
     if physical:
-        _read(path, _DEVICE_ATTRS, inst)
-        driver = _sysfs.link_name(os.path.join(dev, "driver"))
+        _copy_attrs(path, _DEVICE_ATTRS, inst)
+        driver = _read.link_name(os.path.join(dev, "driver"))
         if driver:
             inst["driver"] = driver
         _rdma(dev, inst)
@@ -68,7 +68,7 @@ class NetworkSource:
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
         f = Features()
         base = str(host.sys / "class/net")
-        names = _sysfs.entries(base)
+        names = _read.entries(base)
         if names is None:
             return f
         devices: list[Instance] = []

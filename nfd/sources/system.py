@@ -19,7 +19,7 @@ import re
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
-from nfd.sources import _sysfs
+from nfd.sources import _read
 
 _LINE = re.compile(r"^(\w+)=(.+)")
 _VERSION = re.compile(r"^(\d+)(?:\.(\d+))?(?:\..*)?$")
@@ -45,7 +45,7 @@ def _node_name(host: HostRoot) -> str:
     env = os.environ.get("NODE_NAME")
     if env:
         return env
-    return _sysfs.attr(str(host.proc / "sys/kernel/hostname")) or os.uname().nodename
+    return _read.attr(str(host.proc / "sys/kernel/hostname")) or os.uname().nodename
 
 
 class SystemSource:
@@ -55,14 +55,14 @@ class SystemSource:
         f = Features()
         f.set_attributes("system.name", {"nodename": _node_name(host)})
         # os-release lives in /etc, or only in /usr/lib where /etc's is a dangling link.
-        text = _sysfs.text(str(host.etc / "os-release"))
+        text = _read.text(str(host.etc / "os-release"))
         if text is None:
-            text = _sysfs.text(str(host.usr_lib / "os-release"))
+            text = _read.text(str(host.usr_lib / "os-release"))
         if text is not None:
             f.set_attributes("system.osrelease", parse_os_release(text))
         dmi = {}
         for key in DMI_KEYS:
-            value = _sysfs.attr(str(host.sys / "devices/virtual/dmi/id" / key))
+            value = _read.attr(str(host.sys / "devices/virtual/dmi/id" / key))
             if value is not None:
                 dmi[key] = value
         if dmi:
