@@ -161,6 +161,7 @@ class KubeApi:
             method="PATCH",
             resource_path=resource_path,
             path_params={"name": name},
+            query_params=[],  # as the generated call passes: a query-string credential lands here
             header_params={"Accept": self._accept, "Content-Type": "application/json-patch+json"},
             auth_settings=["BearerToken"],
         )
