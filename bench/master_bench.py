@@ -252,6 +252,10 @@ def metric(port: int, name: str) -> float:
 
 
 def bench_labelling(n: int, qps: float, tmp: Path) -> None:
+    # The master on CPU 0; the fake API server (a child, so it inherits this) and the
+    # load generator on CPU 1. Unpinned, a master started after pin_self(1) would
+    # inherit CPU 1 too and all three would share one core.
+    pin_self(1)
     fake = subprocess.Popen([sys.executable, __file__, "--serve-fake", str(n)], env=env(),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert fake.stdout and fake.stdin
@@ -272,7 +276,7 @@ def bench_labelling(n: int, qps: float, tmp: Path) -> None:
     }))  # fmt: skip
     port = free_port()
     master = start_master(port, "--kubeconfig", str(kubeconfig), "--no-rule-watch", "--rules-dir", str(RULES),
-                          "--kube-api-qps", str(qps), "--kube-api-burst", str(int(qps)), cpu=None)  # fmt: skip
+                          "--kube-api-qps", str(qps), "--kube-api-burst", str(int(qps)), cpu=0)  # fmt: skip
     try:
         template = features_template()
         names = [f"node-{i:05d}" for i in range(n)]

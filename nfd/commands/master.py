@@ -160,6 +160,11 @@ def run(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=10,
     )
     server = _server_class()(config)
+    import gc
+
+    # What is imported and built by now lives as long as the process: keep it out of the
+    # collector's full passes, which would otherwise walk it again on every one.
+    gc.freeze()
     try:
         server.run()  # handles SIGTERM/SIGINT: stops accepting, drains, runs the lifespan's end
     except OSError as e:

@@ -1,6 +1,8 @@
 """The steady state, answered before FastAPI's routing and dependency machinery:
 heartbeats, and features PUTs whose body is byte-for-byte the one the node sent last.
-Thousands of workers send these every minute; they change nothing.
+Thousands of workers send these every minute; they change nothing. Well-formed new
+features are taken here too, as the route takes them (a fleet's first minute is
+thousands of those).
 
 Only answers it can give in full: no authentication to do (``--no-auth``, or the token
 is in the review cache as this node's worker) and a well-formed body. Everything else,
@@ -17,7 +19,8 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from nfd.master.api.views import response_dict
+from nfd.master.api.nodes import parse_features, take_features
+from nfd.master.api.views import response_json
 from nfd.master.runtime import Runtime
 
 _PATH = re.compile(r"^/api/v1/nodes/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)/(heartbeat|features)$")
@@ -75,11 +78,18 @@ class FastPath:
                 b'{"known":false,"detail":"the master holds no features with this digest for the node"}'
             )
         rec = rt.service.store.get(node)
-        if rec is None or rec.body_hash != hashlib.sha256(body).digest():
+        body_hash = hashlib.sha256(body).digest()
+        if rec is not None and rec.body_hash == body_hash:
+            rt.metrics.update_requests.inc()
+            rec.last_seen = time.monotonic()
+            return 200, response_json(rec)
+        # New features: taken here as the route takes them (the same parse, check and
+        # submit), without the router and dependency machinery around it. A body the
+        # route would refuse goes on to it, for its 422.
+        data = parse_features(body)
+        if data is None:
             return None
-        rt.metrics.update_requests.inc()
-        rec.last_seen = time.monotonic()
-        return 200, json.dumps(response_dict(rec)).encode()
+        return 200, response_json(take_features(rt, node, data, body_hash))
 
 
 async def _read(receive: Receive) -> bytes | None:

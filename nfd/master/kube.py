@@ -110,6 +110,15 @@ class KubeApi:
         # Bounded: the node workers, plus room for auth, leases and the rule watch.
         self.pool = ThreadPoolExecutor(max_workers=settings.parallelism + 6, thread_name_prefix="kube")
         self.timeout = settings.request_timeout_s
+        # What CoreV1Api's patch calls ask for (they list json, yaml, protobuf, cbor).
+        self._accept = api_client.select_header_accept(
+            [
+                "application/json",
+                "application/yaml",
+                "application/vnd.kubernetes.protobuf",
+                "application/cbor",
+            ]
+        )
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -139,26 +148,37 @@ class KubeApi:
             lambda: self.core.read_node(name, _preload_content=False, _request_timeout=self.timeout)
         )
 
+    def _json_patch(self, resource_path: str, name: str, ops: list[dict[str, Any]]) -> Any:
+        """PATCH with a JSON Patch through the client's own request building (headers,
+        authentication, host) and transport, as CoreV1Api.patch_node does, minus its
+        argument validation and its walk of the body through sanitize_for_serialization
+        (a Python call per value; the ops are plain JSON already): about a third of the
+        client's CPU per node. Answers the raw response, as ``_preload_content=False``."""
+        from kubernetes.client.exceptions import ApiException
+
+        ac = self.api_client
+        method, url, headers, _, _ = ac.param_serialize(
+            method="PATCH",
+            resource_path=resource_path,
+            path_params={"name": name},
+            query_params=[],  # as the generated call passes: a query-string credential lands here
+            header_params={"Accept": self._accept, "Content-Type": "application/json-patch+json"},
+            auth_settings=["BearerToken"],
+        )
+        resp = ac.call_api(method, url, header_params=headers, body=ops, _request_timeout=self.timeout)
+        if not 200 <= resp.status <= 299:
+            resp.read()
+            raise ApiException.from_response(http_resp=resp, body=None, data=None)
+        return resp.response
+
     async def patch_node(self, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
         return await self._call(  # type: ignore[no-any-return]
-            lambda: self.core.patch_node(
-                name,
-                ops,
-                _preload_content=False,
-                _request_timeout=self.timeout,
-                _content_type="application/json-patch+json",
-            )
+            lambda: self._json_patch("/api/v1/nodes/{name}", name, ops)
         )
 
     async def patch_node_status(self, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
         return await self._call(  # type: ignore[no-any-return]
-            lambda: self.core.patch_node_status(
-                name,
-                ops,
-                _preload_content=False,
-                _request_timeout=self.timeout,
-                _content_type="application/json-patch+json",
-            )
+            lambda: self._json_patch("/api/v1/nodes/{name}/status", name, ops)
         )
 
     async def list_nodes(self, *, limit: int, cont: str | None) -> dict[str, Any]:

@@ -62,6 +62,16 @@ def _tracking(decision: Decision) -> tuple[str, str, str]:
     return cached
 
 
+def _label_paths(decision: Decision) -> list[tuple[str, str, str]]:
+    """(name, value, JSON Pointer) of each label; built once per decision (shared by
+    every node that has it: a new node's patch is mostly these)."""
+    cached = decision.__dict__.get("_label_paths")
+    if cached is None:
+        cached = [(k, v, f"/metadata/labels/{escape(k)}") for k, v in decision.labels.items()]
+        decision.__dict__["_label_paths"] = cached  # frozen dataclass: a cache, not state
+    return cached
+
+
 def owned(obs: Observed) -> tuple[frozenset[str], frozenset[str], frozenset[str], set[str]]:
     """(labels, annotations, extended resources, taints as ``key=value:effect``)."""
     a = obs.annotations
@@ -145,9 +155,9 @@ def node_patch(decision: Decision, obs: Observed, *, device_plugin_resources: It
     for k in sorted(own_l - decision.labels.keys()):
         if k in obs.labels:
             label_ops.append({"op": "remove", "path": f"/metadata/labels/{escape(k)}"})
-    for k, v in decision.labels.items():
+    for k, v, path in _label_paths(decision):
         if obs.labels.get(k) != v:
-            label_ops.append({"op": "add", "path": f"/metadata/labels/{escape(k)}", "value": v})
+            label_ops.append({"op": "add", "path": path, "value": v})
     if label_ops and not obs.has_labels:
         ops.append({"op": "add", "path": "/metadata/labels", "value": {}})
     ops += label_ops

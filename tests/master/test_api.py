@@ -135,3 +135,26 @@ def test_repeated_body_answered_alike_without_a_new_decision(master):
     # Malformed heartbeats are never answered by the fast path: the full path's 422.
     r = c.post("/api/v1/nodes/n1/heartbeat", json={"digest": 5})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "digest"]
+
+
+def test_features_answer_is_the_record_serialised(master):
+    """New features are taken in front of the routes; the answer is, byte for byte,
+    the record as the route serialises it (the decision's part is serialised once and
+    shared by every node with that decision)."""
+    from nfd.master.api.views import response_dict
+
+    c = master()
+    for node, labels in (
+        ("n1", {"a": "1", "bad": "no way!"}),
+        ("n2", {"a": "1", "bad": "no way!"}),
+        ("n1", {"b": "2"}),
+    ):
+        r = put(c, node, labels)
+        rec = c.runtime.service.store.get(node)
+        assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+        assert r.content == json.dumps(response_dict(rec)).encode()
+        assert r.json()["node"] == node and r.json()["labels"] == {
+            f"{FNS}/fixture-{k}": v for k, v in labels.items() if k != "bad"
+        }
+    assert c.runtime.service.store.get("n1").decision is not c.runtime.service.store.get("n2").decision
+    assert "nfd_master_node_update_requests_total 3.0" in c.get("/metrics").text

@@ -20,7 +20,9 @@ from nfd.master.api.models import (
     NodeResponse,
     NodeStatus,
 )
-from nfd.master.api.views import response_dict, status_dict
+from nfd.master.api.views import response_json, status_dict
+from nfd.master.runtime import Runtime
+from nfd.master.state import NodeRecord
 
 router = APIRouter(prefix="/api/v1/nodes", tags=["nodes"])
 
@@ -51,17 +53,32 @@ async def put_features(node: AuthorizedNode, request: Request, rt: RuntimeDep) -
     body_hash = hashlib.sha256(raw).digest()
     rec = rt.service.store.get(node)
     if rec is None or rec.body_hash != body_hash:
-        data = _parse(raw)
-        rec = rt.service.submit(
-            node,
-            features=data["features"],
-            device_plugin_resources=data.get("devicePluginResources") or (),
-            nfd_version=data.get("nfdVersion") or "",
-        ).record
-        rec.body_hash = body_hash
+        rec = take_features(rt, node, _parse(raw), body_hash)
     else:
         rt.metrics.update_requests.inc()
-    return Response(json.dumps(response_dict(rec)), media_type="application/json")
+    return Response(response_json(rec), media_type="application/json")
+
+
+def take_features(rt: Runtime, node: str, data: dict[str, Any], body_hash: bytes) -> NodeRecord:
+    """A checked features request (``_parse``/``parse_features``) into the service."""
+    rec = rt.service.submit(
+        node,
+        features=data["features"],
+        device_plugin_resources=data.get("devicePluginResources") or (),
+        nfd_version=data.get("nfdVersion") or "",
+    ).record
+    rec.body_hash = body_hash
+    return rec
+
+
+def parse_features(raw: bytes) -> dict[str, Any] | None:
+    """The body as ``_parse`` takes it, or None where ``_parse`` would refuse it."""
+    try:
+        data = json.loads(raw)
+        FeaturesRequest.model_validate(data)
+    except Exception:  # whatever the route refuses (422, or worse) is left to it
+        return None
+    return data  # type: ignore[no-any-return]
 
 
 def _parse(raw: bytes) -> dict[str, Any]:

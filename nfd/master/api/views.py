@@ -3,6 +3,7 @@ answers are built often; a pydantic round trip per answer costs more than the wo
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from nfd.master.state import NodeRecord
@@ -27,6 +28,22 @@ def response_dict(rec: NodeRecord) -> dict[str, Any]:
         },
         "updated": _ts(rec.updated),
     }
+
+
+def response_json(rec: NodeRecord) -> bytes:
+    """``json.dumps(response_dict(rec))``, byte for byte, with the decision's part
+    serialised once per decision (nodes share decisions; a fleet's labels are one)."""
+    d = rec.decision
+    middle = d.__dict__.get("_response_json")
+    if middle is None:
+        whole = response_dict(rec)
+        del whole["node"], whole["digest"], whole["updated"]
+        middle = json.dumps(whole)[1:-1]
+        d.__dict__["_response_json"] = middle  # frozen dataclass: a cache, not state
+    return (
+        f'{{"node": {json.dumps(rec.name)}, "digest": {json.dumps(rec.digest)}, {middle}, '
+        f'"updated": {json.dumps(_ts(rec.updated))}}}'
+    ).encode()
 
 
 def status_dict(rec: NodeRecord) -> dict[str, Any]:
