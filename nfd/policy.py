@@ -188,18 +188,24 @@ def filter_labels(
     return accepted, rejected
 
 
-def check_annotation(name: str, value: str, policy: Policy = DEFAULT_POLICY) -> str | None:
-    """Feature annotations: ``kubernetes.io`` namespaces are denied except
-    ``feature.node.kubernetes.io`` and below (so nfd's own ``nfd.node.kubernetes.io`` is
-    never writable by rules); ``--extra/--deny-label-ns`` do not apply (upstream)."""
-    err = qualified_name_error(name)
-    if err:
-        return err
+def _namespace_error(name: str) -> str | None:
+    """Annotations, extended resources and taints: a prefix is required, and the
+    ``kubernetes.io``/``k8s.io`` namespaces are denied except the feature namespace."""
     ns, _ = split_ns(name)
     if not ns:
         return "unprefixed keys are not allowed"
     if builtin_denied(ns, _OTHER_ALLOWED):
         return f"namespace {ns!r} is not allowed"
+    return None
+
+
+def check_annotation(name: str, value: str, policy: Policy = DEFAULT_POLICY) -> str | None:
+    """Feature annotations: ``kubernetes.io`` namespaces are denied except
+    ``feature.node.kubernetes.io`` and below (so nfd's own ``nfd.node.kubernetes.io`` is
+    never writable by rules); ``--extra/--deny-label-ns`` do not apply (upstream)."""
+    err = qualified_name_error(name) or _namespace_error(name)
+    if err:
+        return err
     if len(value) > ANNOTATION_VALUE_LIMIT:
         return (
             f"value too long: feature annotations must not be longer than {ANNOTATION_VALUE_LIMIT} characters"
@@ -215,14 +221,9 @@ def check_extended_resource(name: str, value: str, policy: Policy = DEFAULT_POLI
     """A qualified name outside the denied ``kubernetes.io`` namespaces (the feature
     namespace allowed) and a Kubernetes quantity. ``--extra/--deny-label-ns`` do not
     apply (upstream)."""
-    err = qualified_name_error(name)
+    err = qualified_name_error(name) or _namespace_error(name)
     if err:
         return err
-    ns, _ = split_ns(name)
-    if not ns:
-        return "unprefixed keys are not allowed"
-    if builtin_denied(ns, _OTHER_ALLOWED):
-        return f"namespace {ns!r} is not allowed"
     try:
         parse_quantity(value)
     except ValueError as e:
@@ -236,11 +237,9 @@ def check_taint(key: str, value: str, effect: str, policy: Policy = DEFAULT_POLI
     syntax are checked here too: the API server would refuse the Node patch otherwise."""
     if not policy.enable_taints:
         return "taints are disabled (enable with --enable-taints)"
-    ns, _ = split_ns(key)
-    if not ns:
-        return "unprefixed keys are not allowed"
-    if builtin_denied(ns, _OTHER_ALLOWED):
-        return f"namespace {ns!r} is not allowed"
+    err = _namespace_error(key)
+    if err:
+        return err
     if not effect:
         return "empty taint effect"
     if effect not in _TAINT_EFFECTS:
