@@ -14,14 +14,7 @@ from typing import Any
 from nfd.features import Features
 from nfd.rules.evaluate import FeatureView, RuleTrace, execute, merge_names
 from nfd.rules.expressions import EvalError
-from nfd.rules.model import Rule, RuleParseError, parse_rule
-
-
-@dataclass(frozen=True)
-class Taint:
-    key: str
-    value: str
-    effect: str
+from nfd.rules.model import Rule, RuleParseError, Taint, parse_rule
 
 
 @dataclass(frozen=True)
@@ -138,7 +131,7 @@ def evaluate(rulesets: Sequence[RuleSet], features: Features, *, explain: bool =
                 out.traces.append(RuleTrace(rs.name, rule.name, res.matched, res.reason))
             if not res.matched:
                 continue
-            out.taints.extend(Taint(t.key, t.value, t.effect) for t in rule.taints)
+            out.taints.extend(rule.taints)
             merge_names(out.labels, res.labels)
             merge_names(out.extended_resources, rule.extended_resources)
             merge_names(out.annotations, rule.annotations)

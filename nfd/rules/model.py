@@ -69,7 +69,7 @@ class Term:
 
 
 @dataclass(frozen=True)
-class TaintSpec:
+class Taint:
     key: str
     value: str
     effect: str
@@ -83,7 +83,7 @@ class Rule:
     annotations: Mapping[str, str] = field(default_factory=dict)
     vars: Mapping[str, str] = field(default_factory=dict)
     vars_template: Template | None = None
-    taints: tuple[TaintSpec, ...] = ()
+    taints: tuple[Taint, ...] = ()
     extended_resources: Mapping[str, str] = field(default_factory=dict)
     match_features: tuple[Term, ...] = ()
     match_any: tuple[tuple[Term, ...], ...] = ()
@@ -160,7 +160,7 @@ def _template(v: Any, where: str) -> Template | None:
     return Template(_scalar_str(v, where))
 
 
-def _taints(v: Any, where: str, notes: list[str]) -> tuple[TaintSpec, ...]:
+def _taints(v: Any, where: str, notes: list[str]) -> tuple[Taint, ...]:
     if v is None:
         return ()
     if not isinstance(v, list):
@@ -176,7 +176,7 @@ def _taints(v: Any, where: str, notes: list[str]) -> tuple[TaintSpec, ...]:
         value = t.get("value")
         effect = t.get("effect")
         out.append(
-            TaintSpec(
+            Taint(
                 key=key,
                 value="" if value is None else _scalar_str(value, f"{where}[{i}].value"),
                 effect="" if effect is None else _scalar_str(effect, f"{where}[{i}].effect"),
