@@ -15,7 +15,10 @@ from kubelet_standin import KubeletStandIn, short_tmpdir
 
 from nfd.deviceplugin.config import parse_config
 from nfd.deviceplugin.inventory import build_states
+from nfd.deviceplugin.kinds import KindRegistry
 from nfd.deviceplugin.manager import Manager
+from nfd.features import Features
+from nfd.hostroot import HostRoot
 
 
 @pytest.fixture
@@ -40,12 +43,25 @@ def kubelet(plugin_dir: Path) -> Iterator[KubeletStandIn]:
 
 @pytest.fixture
 def start_plugin(fx: FixtureHost, plugin_dir: Path, tmp_path: Path) -> Iterator[Callable[..., Manager]]:
-    """Start a Manager over the fixture host for a config given as a dict."""
+    """Start a Manager for a config given as a dict: over the fixture host by default, or
+    with other kinds, host and features."""
     managers: list[Manager] = []
 
-    def start(config: dict[str, Any]) -> Manager:
-        cfg = parse_config(config)
-        states, _ = build_states(cfg.resources, features=fx.features(), host=fx.host)
+    def start(
+        config: dict[str, Any],
+        *,
+        kinds: KindRegistry | None = None,
+        host: HostRoot | None = None,
+        features: Features | None = None,
+    ) -> Manager:
+        cfg = parse_config(config, kinds)
+        states, warnings = build_states(
+            cfg.resources,
+            features=fx.features() if features is None else features,
+            host=fx.host if host is None else host,
+        )
+        if host is not None:  # a caller-built node: every resource must find its devices
+            assert warnings == []
         m = Manager(
             states,
             plugin_dir=str(plugin_dir),

@@ -4,14 +4,13 @@ Healthy again when NVML answers (fake NVML, fixture host)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
 import pytest
 from kubelet_standin import KubeletStandIn
 
-from nfd.deviceplugin.config import parse_config
-from nfd.deviceplugin.inventory import build_states
 from nfd.deviceplugin.kinds import KindRegistry
 from nfd.deviceplugin.kinds.gpu import GpuKind
 from nfd.deviceplugin.manager import Manager
@@ -23,7 +22,7 @@ from nfd.sources.nvml_fake import FakeNvml, h100x8
 HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
 
 
-def test_gpus_through_kubelet(kubelet: KubeletStandIn, plugin_dir: Path, tmp_path: Path) -> None:
+def test_gpus_through_kubelet(kubelet: KubeletStandIn, start_plugin: Callable[..., Manager]) -> None:
     snap = h100x8()
     fake = FakeNvml(snap)
     kind = GpuKind(nvml=lambda: fake, event_wait=0.02)
@@ -33,54 +32,40 @@ def test_gpus_through_kubelet(kubelet: KubeletStandIn, plugin_dir: Path, tmp_pat
             {"name": "nvidia.com/gpu", "gpu": {"vendor": "nvidia", "recoverAfter": 0, "checkInterval": 0}}
         ]
     }
-    cfg = parse_config(config, KindRegistry((kind,)))
-    states, warnings = build_states(
-        cfg.resources, features=Features(), host=HostRoot.under(HOSTS / "gpu-h100x8")
+    start_plugin(
+        config, kinds=KindRegistry((kind,)), host=HostRoot.under(HOSTS / "gpu-h100x8"), features=Features()
     )
-    assert warnings == []
-    manager = Manager(
-        states,
-        plugin_dir=str(plugin_dir),
-        cdi_dir=str(tmp_path / "cdi"),
-        poll_interval=0.05,
-        watch_interval=0.02,
-        use_udev=False,
-    )
-    manager.start()
-    try:
-        req = kubelet.registered()
-        assert req.resource_name == "nvidia.com/gpu"
-        uuids = [g.uuid for g in snap.gpus]
-        with kubelet.client(req.endpoint) as client:
-            watch = client.watch()
-            _, first = watch.until(lambda s: len(s) == 8)
-            assert first == dict.fromkeys(uuids, "Healthy")
-            msg = watch.raw.get(timeout=5)
-            numa = {d.ID: [n.ID for n in d.topology.nodes] for d in msg.devices}
-            assert numa[uuids[0]] == [0] and numa[uuids[7]] == [1]
+    # The fixture stops the plugin, which also closes the kind (NVML and its event thread).
+    req = kubelet.registered()
+    assert req.resource_name == "nvidia.com/gpu"
+    uuids = [g.uuid for g in snap.gpus]
+    with kubelet.client(req.endpoint) as client:
+        watch = client.watch()
+        _, first = watch.until(lambda s: len(s) == 8)
+        assert first == dict.fromkeys(uuids, "Healthy")
+        msg = watch.raw.get(timeout=5)
+        numa = {d.ID: [n.ID for n in d.topology.nodes] for d in msg.devices}
+        assert numa[uuids[0]] == [0] and numa[uuids[7]] == [1]
 
-            sick = uuids[2]
-            fake.break_gpu(sick, "GPU is lost")
-            fake.push_event(XidEvent(uuid=sick, xid=79))
-            watch.until(lambda s: s.get(sick) == "Unhealthy")
-            with pytest.raises(grpc.RpcError) as e:
-                client.allocate([sick])
-            assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        sick = uuids[2]
+        fake.break_gpu(sick, "GPU is lost")
+        fake.push_event(XidEvent(uuid=sick, xid=79))
+        watch.until(lambda s: s.get(sick) == "Unhealthy")
+        with pytest.raises(grpc.RpcError) as e:
+            client.allocate([sick])
+        assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
-            resp = client.allocate([uuids[0], uuids[1]]).container_responses[0]
-            assert resp.envs["NVIDIA_VISIBLE_DEVICES"] == f"{uuids[0]},{uuids[1]}"
-            assert [d.host_path for d in resp.devices] == [
-                "/dev/nvidia0",
-                "/dev/nvidiactl",
-                "/dev/nvidia-uvm",
-                "/dev/nvidia-uvm-tools",
-                "/dev/nvidia1",
-            ]
+        resp = client.allocate([uuids[0], uuids[1]]).container_responses[0]
+        assert resp.envs["NVIDIA_VISIBLE_DEVICES"] == f"{uuids[0]},{uuids[1]}"
+        assert [d.host_path for d in resp.devices] == [
+            "/dev/nvidia0",
+            "/dev/nvidiactl",
+            "/dev/nvidia-uvm",
+            "/dev/nvidia-uvm-tools",
+            "/dev/nvidia1",
+        ]
 
-            fake.repair_gpu(sick)  # the GPU was reset: NVML answers again
-            _, healed = watch.until(lambda s: s.get(sick) == "Healthy")
-            assert set(healed.values()) == {"Healthy"}
-            watch.cancel()
-    finally:
-        manager.stop()
-        kind.close()
+        fake.repair_gpu(sick)  # the GPU was reset: NVML answers again
+        _, healed = watch.until(lambda s: s.get(sick) == "Healthy")
+        assert set(healed.values()) == {"Healthy"}
+        watch.cancel()
