@@ -84,10 +84,15 @@ def parse_fast(argv: Sequence[str], command: str | None) -> argparse.Namespace |
     own = fast(argv[i + 1 :])
     if own is None:
         return None
-    import types
-
-    ns: argparse.Namespace = types.SimpleNamespace(command=command, **values, **own)  # type: ignore[assignment]
+    ns: argparse.Namespace = _Namespace(command=command, **values, **own)  # type: ignore[assignment]
     return ns
+
+
+class _Namespace:
+    """What argparse's Namespace is to the commands: attributes from keywords."""
+
+    def __init__(self, **values: object) -> None:
+        self.__dict__.update(values)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -27,13 +27,13 @@ dataclasses.)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
+import os
 
 from nfd.record import Record, field, field_metadata, record_fields
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any, TypeVar
 
     T = TypeVar("T")
@@ -128,18 +128,21 @@ class WorkerConfig(Record, frozen=True):
 # -- loading --------------------------------------------------------------------------
 
 
-def load_worker_config(path: str | Path) -> tuple[WorkerConfig, list[str]]:
+def load_worker_config(path: str | os.PathLike[str]) -> tuple[WorkerConfig, list[str]]:
     """Read an ``nfd-worker.conf``; returns the config and warnings about unknown keys.
 
     Raises ConfigError for a missing file, bad YAML or a key of the wrong type.
     """
-    p = Path(path)
+    p = os.fspath(path)
     try:
-        text = p.read_text()
+        with open(p, encoding="utf-8") as fh:
+            text = fh.read()
     except FileNotFoundError:
         raise ConfigError(f"config file {p} does not exist") from None
     except OSError as e:
         raise ConfigError(f"config file {p}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {p}: not UTF-8 text") from None
     import yaml  # only when a file is given: discover stays fast without one
 
     try:
@@ -169,6 +172,8 @@ def _camel(name: str) -> str:
 
 
 def _build(cls: type, data: Any, warnings: list[str], where: str) -> Any:
+    from collections.abc import Mapping  # only when a config file is loaded
+
     label = where or "config"
     if data is None:
         return cls()
@@ -199,8 +204,9 @@ def _hints(cls: type) -> dict[str, Any]:
     """Field name -> type, the string annotations evaluated in the class's module."""
     import sys
     import typing
+    from collections.abc import Mapping
 
-    local = {"Any": typing.Any}  # imported here only for type checking
+    local = {"Any": typing.Any, "Mapping": Mapping}  # imported only for type checking above
     if not issubclass(cls, Record):
         return typing.get_type_hints(cls, localns=local)
     ns = vars(sys.modules[cls.__module__])
@@ -217,6 +223,7 @@ def _is_group(tp: Any) -> bool:
 def _convert(tp: Any, value: Any, warnings: list[str], where: str) -> Any:
     import types
     import typing
+    from collections.abc import Mapping
 
     if _is_group(tp):
         return _build(tp, value, warnings, where)

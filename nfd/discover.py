@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 
 from nfd.config import SourcesConfig
 from nfd.features import Features
@@ -13,6 +12,8 @@ from nfd.record import Record, field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from nfd.sources import FeatureSource
 
 log = get_logger(__name__)

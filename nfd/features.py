@@ -11,12 +11,11 @@ of attribute maps). Serialised in upstream's JSON shape::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-
 from nfd.record import Record, field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
 Labels = dict[str, str]
@@ -112,6 +111,8 @@ class Features(Record):
 
     @classmethod
     def from_dict(cls, data: Any) -> Features:
+        from collections.abc import Mapping  # here: discovery never parses features
+
         if not isinstance(data, Mapping):
             raise FeatureFormatError("features: expected an object")
         unknown = set(data) - {"flags", "attributes", "instances"}
@@ -161,6 +162,8 @@ class Features(Record):
 
 
 def _groups(data: Mapping[str, Any], kind: str) -> Iterable[tuple[str, Mapping[str, Any]]]:
+    from collections.abc import Mapping
+
     group = data.get(kind) or {}
     if not isinstance(group, Mapping):
         raise FeatureFormatError(f"{kind}: expected an object")

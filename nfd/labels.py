@@ -3,9 +3,6 @@ come here, so a node gets the same labels whoever computes them."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
-
 from nfd.config import WorkerConfig
 from nfd.features import Features, Labels
 from nfd.lazylog import get_logger
@@ -14,6 +11,8 @@ from nfd.record import Record, field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from nfd.sources import FeatureSource
 
 log = get_logger(__name__)
@@ -34,7 +33,11 @@ def source_labels(
     """Each source's labels, named as upstream's worker names them (``cpu-cpuid.AVX``,
     ``vendor.io/x`` kept), filtered by ``core.labelWhiteList``. A source whose label
     function fails is reported and skipped: it never drops the other sources' labels."""
-    whitelist = re.compile(config.core.label_whitelist) if config.core.label_whitelist else None
+    whitelist = None
+    if config.core.label_whitelist:
+        import re  # only with a whitelist: discovery's path stays free of re
+
+        whitelist = re.compile(config.core.label_whitelist)
     out: Labels = {}
     errors: dict[str, str] = {}
     for src in sources:

@@ -7,14 +7,14 @@ so what a user sees locally is what the cluster gets.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Mapping
-
+from nfd.chars import is_dns1123_label, is_name
 from nfd.features import Features
 from nfd.record import Record, field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
+    import re
+    from collections.abc import Callable, Iterable, Mapping
     from decimal import Decimal
 
     from nfd.rules import RuleOutput
@@ -31,8 +31,6 @@ NFD_NS = "nfd.node.kubernetes.io"
 _LABEL_ALLOWED = (FEATURE_NS, PROFILE_NS)
 _OTHER_ALLOWED = (FEATURE_NS,)  # annotations, extended resources, taints
 
-_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
@@ -56,10 +54,14 @@ class Policy(Record, frozen=True):
         enable_taints: bool = False,
     ) -> Policy:
         """Raises ValueError for a whitelist that is not a valid regular expression."""
-        try:
-            wl = re.compile(label_whitelist) if label_whitelist else None
-        except re.error as e:
-            raise ValueError(f"label whitelist {label_whitelist!r} is not a valid regex: {e}") from None
+        wl = None
+        if label_whitelist:
+            import re  # only with a whitelist: discovery's path stays free of re
+
+            try:
+                wl = re.compile(label_whitelist)
+            except re.error as e:
+                raise ValueError(f"label whitelist {label_whitelist!r} is not a valid regex: {e}") from None
         return cls(
             extra_label_ns=frozenset(_split_list(extra_label_ns)),
             deny_label_ns=frozenset(_split_list(deny_label_ns)),
@@ -130,7 +132,7 @@ def qualified_name_error(name: str) -> str | None:
         return f"{name!r}: name part must not be empty"
     if len(base) > 63:
         return f"{name!r}: name part must be no more than 63 characters"
-    if not _NAME.match(base):
+    if not is_name(base):
         return f"{name!r}: name part must consist of alphanumerics, '-', '_' or '.', and start and end with an alphanumeric"
     if sep:
         err = dns_subdomain_error(ns)
@@ -144,7 +146,7 @@ def dns_subdomain_error(ns: str) -> str | None:
         return "must not be empty"
     if len(ns) > 253:
         return "must be no more than 253 characters"
-    if not all(_DNS1123_LABEL.match(p) for p in ns.split(".")):
+    if not all(is_dns1123_label(p) for p in ns.split(".")):
         return f"{ns!r} must be a lowercase RFC 1123 subdomain"
     return None
 
@@ -154,7 +156,7 @@ def label_value_error(value: str) -> str | None:
         return None
     if len(value) > 63:
         return f"value {value[:20]!r}... must be no more than 63 characters"
-    if not _NAME.match(value):
+    if not is_name(value):
         return f"value {value!r} must consist of alphanumerics, '-', '_' or '.', and start and end with an alphanumeric"
     return None
 
@@ -265,6 +267,8 @@ _SUFFIX: dict[str, tuple[int, int]] = {
 
 def parse_quantity(text: str) -> Decimal:
     """A Kubernetes resource quantity (``4``, ``100m``, ``1Gi``, ``1e3``) as a number."""
+    import re
+
     m = re.match(_QUANTITY, text.strip()) if isinstance(text, str) else None
     if not m or text.strip() != text:
         raise ValueError(f"{text!r} is not a valid quantity")

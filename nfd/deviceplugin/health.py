@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from nfd.deviceplugin.inventory import ResourceState
@@ -64,7 +63,7 @@ class HealthMonitor:
         subsystems = sorted({sub for s in self.states for sub in s.res.kind.udev_subsystems})
         # uevents describe the real host; with a fixture or relocated /sys they would not
         # match what we read, so only the plain host view listens.
-        if not subsystems or any(s.host.sys != Path("/sys") for s in self.states):
+        if not subsystems or any(s.host.sys != "/sys" for s in self.states):
             return None
         try:
             import pyudev

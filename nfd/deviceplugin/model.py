@@ -75,7 +75,7 @@ def host_file(host: HostRoot, path: str) -> Path:
     """Where a host path (``/dev/...``, ``/sys/...``) is seen from this process."""
     for prefix, base in (("/dev", host.dev), ("/sys", host.sys), ("/run", host.run), ("/var", host.var)):
         if path == prefix or path.startswith(prefix + "/"):
-            return base / path[len(prefix) :].lstrip("/")
+            return Path(base) / path[len(prefix) :].lstrip("/")
     return Path(path)
 
 

@@ -3,8 +3,7 @@ and the GPU device kind."""
 
 from __future__ import annotations
 
-import re
-
+from nfd.chars import HEX, only
 from nfd.record import Record
 from nfd.sources._read import link_name, list_dir, read_line
 
@@ -69,18 +68,26 @@ def _numa(raw: str | None) -> int | None:
     return node if node >= 0 else None
 
 
-_MODALIAS = re.compile(
-    r"^pci:v0000([0-9A-Fa-f]{4})d0000([0-9A-Fa-f]{4})sv0000([0-9A-Fa-f]{4})sd0000([0-9A-Fa-f]{4})"
-    r"bc([0-9A-Fa-f]{2})sc([0-9A-Fa-f]{2})i([0-9A-Fa-f]{2})$"
-)
+def _modalias_ids(text: str) -> tuple[str, ...] | None:
+    """(vendor, device, subsystem vendor, subsystem device, base class, subclass, prog-if)
+    from a PCI ``modalias``: ``pci:v0000VVVVd0000DDDDsv0000SSSSsd0000ssssbcBBscSSiII``,
+    every field at a fixed place."""
+    if len(text) != 53 or not text.startswith("pci:v0000"):
+        return None
+    if (text[13:18], text[22:28], text[32:38], text[42:44], text[46:48], text[50]) != (
+        "d0000", "sv0000", "sd0000", "bc", "sc", "i"
+    ):
+        return None
+    ids = (text[9:13], text[18:22], text[28:32], text[38:42], text[44:46], text[48:50], text[51:53])
+    return ids if only("".join(ids), HEX) else None
 
 
 def _identity(d: str) -> tuple[str, str, str, str, str] | None:
     """(class, vendor, device, subsystem vendor, subsystem device) of the function in
     sysfs directory ``d``: from ``modalias`` in one read, else from the separate files."""
-    m = _MODALIAS.match(read_line(f"{d}/modalias") or "")
-    if m:
-        v, dev, sv, sd, bc, sc, pi = (g.lower() for g in m.groups())
+    ids = _modalias_ids(read_line(f"{d}/modalias") or "")
+    if ids:
+        v, dev, sv, sd, bc, sc, pi = (g.lower() for g in ids)
         return bc + sc + pi, v, dev, sv, sd
     pci_class = hex_id(read_line(f"{d}/class"), 6)
     vendor = hex_id(read_line(f"{d}/vendor"))

@@ -12,8 +12,8 @@ read on every discovery.
 from __future__ import annotations
 
 import os
-import re
 
+from nfd.chars import NAME_CHARS, is_label_value, replace_others
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
@@ -42,9 +42,6 @@ log = get_logger(__name__)
 
 # Security attributes kept for rules (extended resources) but never labelled, as upstream.
 _SECURITY_NO_LABEL = frozenset({"tdx.total_keys", "sgx.epc", "sev.encrypted_state_ids", "sev.asids"})
-# Patterns of rare paths, compiled (and cached by re) on first use, not at import.
-_HV_CLEAN = r"[^-A-Za-z0-9_.]+"
-_LABEL_VALUE = r"^$|^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 
 
 def normalize_arch(machine: str) -> str:
@@ -197,7 +194,7 @@ class CpuSource:
             labels["coprocessor.nx_gzip"] = nx
         # Hybrid parts (not in upstream v0.19): which logical CPUs are of each core type.
         for kind, cpus in attrs.get("cpu.hybrid", {}).items():
-            if re.match(_LABEL_VALUE, cpus):
+            if is_label_value(cpus):
                 labels[kind] = cpus
         return labels
 
@@ -214,7 +211,7 @@ def _hypervisor(host: HostRoot, st: StaticFacts) -> str:
             if "Control Program:" in line:
                 value = line.split(":", 1)[1].strip()
                 if value:
-                    return re.sub(_HV_CLEAN, "_", value)
+                    return replace_others(value, NAME_CHARS, "_", runs=True)
                 break
     if st.x86 is not None and st.x86.is_vm:
         return hypervisor_label(st.x86) if st.x86.source == "cpuid" else "unknown"

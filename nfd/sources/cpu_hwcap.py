@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import struct
 import sys
-from collections.abc import Iterable, Mapping
 
 from nfd.record import Record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 AT_HWCAP = 16
 AT_HWCAP2 = 26

@@ -13,13 +13,12 @@ Pure functions over a :class:`~nfd.sources.cpuid_x86.CpuidReader`: no I/O of the
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
-
+from nfd.chars import NAME_CHARS, replace_others
 from nfd.record import Record, field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Protocol
 
     from nfd.sources.cpuid_x86 import CpuidReader, Regs
@@ -497,12 +496,11 @@ def _int(text: str | None) -> int:
         return 0
 
 
-_HV_CLEAN = r"[^-A-Za-z0-9_.]+"  # compiled on first use
 
 
 def hypervisor_label(facts: X86Facts) -> str:
     """cpu.model hypervisor value for an x86 guest, as upstream derives it."""
     if facts.hypervisor_vendor != UNKNOWN_VENDOR:
         return facts.hypervisor_vendor.lower()
-    clean = re.sub(_HV_CLEAN, "_", facts.hypervisor_string)
+    clean = replace_others(facts.hypervisor_string, NAME_CHARS, "_", runs=True)
     return clean or "unknown"

@@ -16,10 +16,10 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
-from collections.abc import Iterable, Mapping
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
     from nfd.sources.protocols import CpuidReader as CpuidReader

@@ -16,8 +16,6 @@ skipped; the other rules still apply.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
@@ -25,6 +23,7 @@ from nfd.lazylog import get_logger
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from typing import Any
 
 log = get_logger(__name__)
@@ -58,6 +57,8 @@ def custom_rule_labels(
 ) -> Labels:
     """Evaluate worker-side rules (after ``builtin``) against the node's features; labels
     out, dynamic ``@domain.feature.element`` values resolved."""
+    from collections.abc import Mapping
+
     from nfd.policy import dynamic_value
     from nfd.rules import RuleSet, evaluate
     from nfd.rules.model import Rule, RuleParseError, parse_rule

@@ -16,8 +16,6 @@ Labels: ``fpga-device.present``/``.count`` and ``fpga-<vendor>.present``/``.coun
 
 from __future__ import annotations
 
-from collections import Counter
-
 from nfd.features import Features
 from nfd.sources._accel_sysfs import pci_functions
 from nfd.sources._read import exists, link_name, list_dir, read_line
@@ -103,10 +101,11 @@ class FpgaSource:
         if devices:
             out["device.present"] = "true"
             out["device.count"] = str(len(devices))
-            for vendor, n in sorted(Counter(d.get("fpga_vendor", "") for d in devices).items()):
+            vendors = [d.get("fpga_vendor", "") for d in devices]
+            for vendor in sorted(set(vendors)):
                 if vendor:
                     out[f"{vendor}.present"] = "true"
-                    out[f"{vendor}.count"] = str(n)
+                    out[f"{vendor}.count"] = str(vendors.count(vendor))
         if features.instances.get("fpga.region"):
             out["region.present"] = "true"
         if features.instances.get("fpga.dfl"):

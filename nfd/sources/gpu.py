@@ -18,9 +18,7 @@ feature namespace. docs/accelerators.md is the reference.
 
 from __future__ import annotations
 
-import re
-from collections import Counter
-
+from nfd.chars import ALNUM, keep_only
 from nfd.features import Features
 from nfd.lazylog import get_logger
 from nfd.sources._accel_sysfs import hex_id, numa_node, pci_functions
@@ -30,11 +28,10 @@ from nfd.sources.nvml import NvmlError, NvmlUnavailable
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-    from pathlib import Path
 
     from nfd.config import GpuConfig, SourcesConfig
     from nfd.features import Instance, Labels
-    from nfd.hostroot import HostRoot
+    from nfd.hostroot import HostPath, HostRoot
     from nfd.sources._accel_sysfs import PciFunction
     from nfd.sources.nvml import GpuInfo, Nvml, NvmlSnapshot
 
@@ -82,19 +79,18 @@ def family(major: int, minor: int) -> str:
     }.get(major, "undefined")
 
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9\-_. ]")
 
 
 def sanitise(part: str) -> str:
     """GFD's product-name cleaning: drop characters other than letters, digits, ``-_.``
     and space, then join the words with ``-`` ("NVIDIA H100 80GB HBM3" ->
     "NVIDIA-H100-80GB-HBM3")."""
-    return "-".join(_UNSAFE.sub("", part).split())
+    return "-".join(keep_only(part, ALNUM + "-_. ").split())
 
 
 def _label_value(text: str) -> str:
     """Make a free-form value a valid label value (63 characters, alphanumeric ends)."""
-    v = re.sub(r"[^A-Za-z0-9\-_.]", "", text.replace(" ", "-"))[:63]
+    v = keep_only(text.replace(" ", "-"), ALNUM + "-_.")[:63]
     return v.strip("-_.")
 
 
@@ -290,7 +286,7 @@ def drm_cards(host: HostRoot) -> list[Instance]:
     """Every ``/sys/class/drm/cardN`` (not its connectors) with its PCI identity."""
     drm = host.sys / "class" / "drm"
     out: list[Instance] = []
-    names = [n for n in list_dir(drm) if re.fullmatch(r"card\d+", n)]
+    names = [n for n in list_dir(drm) if n.startswith("card") and n[4:].isdecimal()]
     for name in sorted(names, key=lambda n: int(n[4:])):
         card = drm / name
         dev = card / "device"
@@ -321,7 +317,7 @@ def drm_cards(host: HostRoot) -> list[Instance]:
     return out
 
 
-def _drm_memory_bytes(card: Path, dev: Path) -> int | None:
+def _drm_memory_bytes(card: HostPath, dev: HostPath) -> int | None:
     """Device-local memory as sysfs shows it: amdgpu's ``mem_info_vram_total``; for Intel
     ``lmem_total_bytes`` (i915 builds that have it) or the sum of xe's per-tile
     ``physical_vram_size_bytes``. None when the driver does not say."""
@@ -423,10 +419,10 @@ def gfd_labels(features: Features, config: GpuConfig) -> Labels:
 
 
 def _most_common_model(gpus: list[Instance]) -> tuple[str, list[Instance]]:
-    counts = Counter(g.get("name", "") for g in gpus)
-    top = max(counts.values())
+    names = [g.get("name", "") for g in gpus]
+    top = max(names.count(n) for n in names)
     # Ties go to the model of the lowest-indexed GPU: gpus are in NVML index order.
-    name = next(g.get("name", "") for g in gpus if counts[g.get("name", "")] == top)
+    name = next(n for n in names if names.count(n) == top)
     return name, [g for g in gpus if g.get("name", "") == name]
 
 

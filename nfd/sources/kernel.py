@@ -13,32 +13,27 @@ Features (upstream's names):
 
 from __future__ import annotations
 
-import re
-import zlib
-from pathlib import Path
-
+from nfd.chars import NAME_CHARS, replace_others
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
-from nfd.hostroot import HostRoot
+from nfd.hostroot import HostPath, HostRoot
 from nfd.lazylog import get_logger
 from nfd.sources import _read
 
 log = get_logger("nfd.sources")
 
-_UNSAFE = re.compile(r"[^-A-Za-z0-9_.]")
-_VERSION = re.compile(r"^(\d+)(?:\.(\d+))?(?:\.(\d+))?(-.*)?$")
 
 
 def parse_version(release: str) -> dict[str, str]:
     """``full`` as a valid label value, and its numeric parts. Parts that the release
     string lacks are empty strings, as upstream has them."""
-    full = _UNSAFE.sub("_", release.strip()).strip("-_.")
+    full = replace_others(release.strip(), NAME_CHARS, "_").strip("-_.")
     out = {"full": full}
-    m = _VERSION.match(full)
-    if m:
-        out["major"] = m.group(1)
-        out["minor"] = m.group(2) or ""
-        out["revision"] = m.group(3) or ""
+    # MAJOR[.MINOR[.REVISION]][-anything]
+    numbers = full.partition("-")[0].split(".")
+    if len(numbers) <= 3 and all(n.isdecimal() for n in numbers):
+        numbers += ["", ""]
+        out["major"], out["minor"], out["revision"] = numbers[:3]
     return out
 
 
@@ -54,10 +49,10 @@ def parse_kconfig(text: str) -> dict[str, str]:
     return out
 
 
-def _kconfig_candidates(host: HostRoot, config: SourcesConfig, release: str | None) -> list[Path]:
-    paths: list[Path] = []
+def _kconfig_candidates(host: HostRoot, config: SourcesConfig, release: str | None) -> list[HostPath]:
+    paths: list[HostPath] = []
     if config.kernel.kconfig_file:
-        paths.append(Path(config.kernel.kconfig_file))
+        paths.append(HostPath(config.kernel.kconfig_file))
     paths.append(host.proc / "config.gz")
     usr = host.usr_lib.parent
     if release:
@@ -84,7 +79,7 @@ class KconfigReader:
     reuses that parse (the comparison is exact, not a timestamp)."""
 
     def __init__(self) -> None:
-        self._last: tuple[Path, bytes, dict[str, str]] | None = None
+        self._last: tuple[HostPath, bytes, dict[str, str]] | None = None
 
     def read(self, host: HostRoot, config: SourcesConfig, release: str | None) -> dict[str, str] | None:
         """The first kernel config found along upstream's search path, parsed."""
@@ -103,8 +98,10 @@ class KconfigReader:
         return None
 
 
-def _parse_raw(path: Path, raw: bytes) -> dict[str, str] | None:
-    if path.suffix == ".gz":
+def _parse_raw(path: HostPath, raw: bytes) -> dict[str, str] | None:
+    if path.endswith(".gz"):
+        import zlib  # /proc/config.gz only
+
         try:
             # wbits 16+MAX_WBITS: a gzip stream; one call, no GzipFile overhead.
             raw = zlib.decompress(raw, 16 + zlib.MAX_WBITS)

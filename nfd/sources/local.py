@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
-from pathlib import Path
 
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
-from nfd.hostroot import HostRoot
+from nfd.hostroot import HostPath, HostRoot
 from nfd.lazylog import get_logger
 from nfd.record import Record, field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from datetime import datetime
 
     # The time to judge expiry-time against, or how to get it: datetime is imported only
@@ -127,15 +126,17 @@ def parse_feature_file(text: str, where: str, now: Now) -> ParsedFile:
     return out
 
 
-def features_dir(host: HostRoot, config: SourcesConfig) -> Path:
+def features_dir(host: HostRoot, config: SourcesConfig) -> HostPath:
     """The configured directory, taken under the host root's /etc when it is in /etc."""
     d = config.local.features_dir
     if d == "/etc" or d.startswith("/etc/"):
         return host.etc / d[len("/etc") :].lstrip("/")
-    return Path(d)
+    return HostPath(d)
 
 
-def read_features_dir(directory: Path, now: Now, warn: Callable[[str], None]) -> ParsedFile:
+def read_features_dir(
+    directory: str | os.PathLike[str], now: Now, warn: Callable[[str], None]
+) -> ParsedFile:
     total = ParsedFile()
     if callable(now):  # one time for the whole directory, taken when first needed
         now = _once(now)
@@ -149,7 +150,7 @@ def read_features_dir(directory: Path, now: Now, warn: Callable[[str], None]) ->
     for name in names:
         if name.startswith("."):
             continue
-        path = directory / name
+        path = os.path.join(directory, name)
         try:
             st = os.stat(path)
             if not stat.S_ISREG(st.st_mode):

@@ -13,13 +13,16 @@ starts with an entry of ``deviceClassWhitelist``, fields from ``deviceLabelField
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
 from nfd.config import SourcesConfig
 from nfd.features import Features, Instance, Labels
 from nfd.hostroot import HostRoot
 from nfd.lazylog import get_logger
 from nfd.sources import _read
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 log = get_logger("nfd.sources")
 

@@ -14,15 +14,12 @@ Labels: ``os_release.ID``, ``os_release.VERSION_ID``, ``.VERSION_ID.major``, ``.
 from __future__ import annotations
 
 import os
-import re
 
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
 from nfd.sources import _read
 
-_LINE = re.compile(r"^(\w+)=(.+)")
-_VERSION = re.compile(r"^(\d+)(?:\.(\d+))?(?:\..*)?$")
 LABELLED_KEYS = ("ID", "VERSION_ID", "VERSION_ID.major", "VERSION_ID.minor")
 DMI_KEYS = ("sys_vendor", "product_name")
 
@@ -30,14 +27,16 @@ DMI_KEYS = ("sys_vendor", "product_name")
 def parse_os_release(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for line in text.splitlines():
-        m = _LINE.match(line)
-        if m:
-            out[m.group(1)] = m.group(2).strip("\"'")
-    version = out.get("VERSION_ID")
-    if version is not None and (m := _VERSION.match(version)):
-        out["VERSION_ID.major"] = m.group(1)
-        if m.group(2):
-            out["VERSION_ID.minor"] = m.group(2)
+        key, sep, value = line.partition("=")
+        # KEY=value, KEY made of letters, digits and "_"; lines of anything else skipped
+        if sep and value and key.replace("_", "a").isalnum():
+            out[key] = value.strip("\"'")
+    # VERSION_ID "22.04" -> major 22, minor 04; "12" -> major only; "rolling" -> neither
+    version = out.get("VERSION_ID", "").split(".", 2)
+    if version[0].isdecimal():
+        out["VERSION_ID.major"] = version[0]
+        if len(version) > 1 and version[1].isdecimal():
+            out["VERSION_ID.minor"] = version[1]
     return out
 
 

@@ -4,6 +4,7 @@ status server. ``nfd worker`` builds one from its flags; tests build one directl
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -30,7 +31,7 @@ class Agent:
         worker: Worker,
         *,
         interval: float,
-        features_dir: Path | None = None,
+        features_dir: str | os.PathLike[str] | None = None,
         monitor: HotplugMonitor | None = None,
         metrics: WorkerMetrics | None = None,
         status_host: str = "0.0.0.0",
@@ -45,7 +46,7 @@ class Agent:
         self._monitor = monitor
         self.hotplug_live = False
         self.watcher = (
-            DirWatcher(features_dir, self._files_debouncer.event, use_inotify=use_inotify)
+            DirWatcher(Path(features_dir), self._files_debouncer.event, use_inotify=use_inotify)
             if features_dir is not None
             else None
         )

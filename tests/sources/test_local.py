@@ -122,14 +122,14 @@ def test_file_of_exactly_64_kib_is_read(tmp_path: Path, cfg: SourcesConfig) -> N
 def test_features_dir_mapping(tmp_path: Path) -> None:
     host = HostRoot.under(tmp_path / "host")
     cfg = SourcesConfig()
-    assert features_dir(host, cfg) == tmp_path / "host" / FEATURES_D
+    assert Path(features_dir(host, cfg)) == tmp_path / "host" / FEATURES_D
     other = tmp_path / "elsewhere"
     other.mkdir()
     (other / "f").write_text("x=1\n")
     c = replace(cfg, local=LocalConfig(features_dir=str(other)))
-    assert features_dir(host, c) == other
+    assert Path(features_dir(host, c)) == other
     assert SRC.discover(host, c).attributes["local.label"] == {"x": "1"}
-    assert features_dir(host, replace(cfg, local=LocalConfig(features_dir="/etcetera"))) == Path("/etcetera")
+    assert Path(features_dir(host, replace(cfg, local=LocalConfig(features_dir="/etcetera")))) == Path("/etcetera")
 
 
 def test_no_directory_gives_empty_features(tmp_path: Path, cfg: SourcesConfig) -> None:

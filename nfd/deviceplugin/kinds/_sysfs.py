@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+StrPath = str | os.PathLike[str]
 
-def read_attr(path: Path) -> str | None:
+
+def read_attr(path: StrPath) -> str | None:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read().strip()
@@ -25,7 +27,7 @@ def numa_value(text: str | None) -> int | None:
     return n if n >= 0 else None
 
 
-def numa_above(sysfs_dir: Path, sys_root: Path) -> int | None:
+def numa_above(sysfs_dir: StrPath, sys_root: StrPath) -> int | None:
     """The NUMA node of the nearest ancestor device (resolving sysfs links) that has a
     ``numa_node`` file: a USB device or a char device hangs below a PCI controller."""
     try:
@@ -41,7 +43,7 @@ def numa_above(sysfs_dir: Path, sys_root: Path) -> int | None:
     return None
 
 
-def link_name(link: Path) -> str | None:
+def link_name(link: StrPath) -> str | None:
     """The name a sysfs link points to (``driver`` -> ``vfio-pci``), or None."""
     try:
         return os.path.basename(os.readlink(link))
@@ -49,6 +51,6 @@ def link_name(link: Path) -> str | None:
         return None
 
 
-def driver_name(device_dir: Path) -> str | None:
+def driver_name(device_dir: StrPath) -> str | None:
     """The bound driver, or None when unbound."""
-    return link_name(device_dir / "driver")
+    return link_name(os.path.join(device_dir, "driver"))
