@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --upgrade 'pip>=25.2'  # its console scripts do not import re
 
 # The package is installed (not run from the source tree), so tests see what users get.
 install: $(BIN)/python

@@ -19,7 +19,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
-    from typing import Protocol
+    from typing import NoReturn, Protocol
 
     class CommandModule(Protocol):
         def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
@@ -131,9 +131,42 @@ def setup_logging(level: str, fmt: str) -> None:
     configure(level, fmt)
 
 
+# Commands that print and end. Run as a process (not called with an argv, as tests do),
+# they leave without the interpreter's teardown, which frees every module and object one
+# by one: 3-4 ms on a small VM, a tenth of ``nfd discover``'s run. Long-running commands
+# end normally, so that libraries' exit handlers run.
+ONE_SHOT = frozenset({"discover"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in args_list if a in COMMANDS), None)
+    code = _run(args_list, command)
+    if argv is None and command in ONE_SHOT:
+        exit_at_once(code, f"nfd {command}")
+    return code
+
+
+def exit_at_once(code: int, prog: str) -> NoReturn:
+    """Flush what was written, then end the process with ``code`` and nothing more."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass  # the reader left (``nfd discover | head``): not an error
+    except OSError as e:
+        print(f"{prog}: error: cannot write the output: {e.strerror or e}", file=sys.stderr)
+        code = code or 1
+    logging = sys.modules.get("logging")
+    if logging is not None:
+        logging.shutdown()
+    try:
+        sys.stderr.flush()
+    except OSError:
+        pass
+    os._exit(code)
+
+
+def _run(args_list: list[str], command: str | None) -> int:
     prog = f"nfd {command}" if command else "nfd"
     try:
         args = parse_fast(args_list, command) or build_parser(only=command).parse_args(args_list)

@@ -20,19 +20,7 @@ from nfd.hostroot import HostRoot
 from nfd.lazylog import get_logger
 from nfd.record import Record, field
 from nfd.sources._read import list_dir, read_bytes, read_line, read_text
-from nfd.sources.cpu_hwcap import (
-    AT_HWCAP,
-    AT_HWCAP2,
-    HWCAP_TABLES,
-    arm_model_from_midr,
-    cpuinfo_fields,
-    flags_from_cpuinfo_features,
-    flags_from_hwcap,
-    midr_from_cpuinfo,
-    parse_auxv,
-)
 from nfd.sources.cpuid_names import UNKNOWN_VENDOR, X86Facts, decode, facts_from_cpuinfo, hypervisor_label
-from nfd.sources.cpuid_x86 import CpuidUnavailable, NativeCpuid
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
@@ -122,6 +110,9 @@ class CpuSource:
     def _x86_facts(self, host: HostRoot) -> X86Facts:
         reader = self._reader
         if reader is None and not self._native_refused:
+            # Imported here: only x86-64 executes CPUID (ctypes), only other CPUs read HWCAP.
+            from nfd.sources.cpuid_x86 import CpuidUnavailable, NativeCpuid
+
             try:
                 reader = self._reader = NativeCpuid()
             except CpuidUnavailable as e:
@@ -132,6 +123,18 @@ class CpuSource:
         return decode(reader)
 
     def _other_facts(self, host: HostRoot) -> StaticFacts:
+        from nfd.sources.cpu_hwcap import (
+            AT_HWCAP,
+            AT_HWCAP2,
+            HWCAP_TABLES,
+            arm_model_from_midr,
+            cpuinfo_fields,
+            flags_from_cpuinfo_features,
+            flags_from_hwcap,
+            midr_from_cpuinfo,
+            parse_auxv,
+        )
+
         arch = self._arch
         fields = cpuinfo_fields(read_text(host.proc / "cpuinfo") or "")
         flags: list[str] = []

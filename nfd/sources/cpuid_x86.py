@@ -14,7 +14,6 @@ recorded on a real machine (:class:`ReplayCpuid`) exactly as the live CPU would 
 from __future__ import annotations
 
 import ctypes
-import mmap
 import os
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
@@ -52,7 +51,10 @@ _XGETBV_CODE = bytes.fromhex("89f9" "0f01d0" "48c1e220" "4809d0" "c3")  # fmt: s
 
 _X86_64 = {"x86_64", "amd64", "x64"}
 
+# mman.h on Linux x86-64 (the only place this code runs): the values, not the mmap
+# module, which would be one more import on discovery's path.
 _PROT_READ, _PROT_WRITE, _PROT_EXEC = 1, 2, 4
+_MAP_PRIVATE, _MAP_ANONYMOUS = 0x02, 0x20
 
 
 class NativeCpuid:
@@ -78,10 +80,8 @@ class NativeCpuid:
         self._mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         self._munmap = libc.munmap
         self._munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-        self._size = mmap.PAGESIZE
-        addr = mmap_fn(
-            None, self._size, _PROT_READ | _PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0
-        )
+        self._size = os.sysconf("SC_PAGE_SIZE")
+        addr = mmap_fn(None, self._size, _PROT_READ | _PROT_WRITE, _MAP_PRIVATE | _MAP_ANONYMOUS, -1, 0)
         if addr in (None, ctypes.c_void_p(-1).value):
             err = ctypes.get_errno()
             raise CpuidUnavailable(f"mmap of a code page failed: {os.strerror(err)}")

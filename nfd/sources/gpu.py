@@ -23,7 +23,6 @@ from nfd.features import Features
 from nfd.lazylog import get_logger
 from nfd.sources._accel_sysfs import hex_id, numa_node, pci_functions
 from nfd.sources._read import link_name, list_dir, read_line
-from nfd.sources.nvml import NvmlError, NvmlUnavailable
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
 if TYPE_CHECKING:
@@ -147,6 +146,8 @@ class GpuSource:
         # discovery fast on the many nodes without one.
         if not config.nvml or not expected:
             return None, ""
+        from nfd.sources.nvml import NvmlError, NvmlUnavailable
+
         adapter = self._adapter()
         try:
             snap = adapter.snapshot()

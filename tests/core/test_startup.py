@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,9 @@ HEAVY = {
     "apscheduler", "prometheus_client", "pynvml", "cpuinfo", "pyudev", "yaml", "nfd.rules",
     "decimal", "hashlib", "json", "datetime", "platform", "inspect", "dataclasses", "typing",
     "logging", "argparse", "locale", "shutil",
+    # pathlib (with fnmatch, urllib.parse and ipaddress), re (with enum and functools) and
+    # collections were a third of the process before they were taken off the path.
+    "pathlib", "fnmatch", "urllib", "ipaddress", "re", "enum", "functools", "collections",
 }  # fmt: skip
 
 _PROBE = """
@@ -58,6 +62,41 @@ def test_discover_imports_nothing_heavy() -> None:
     assert "feature.node.kubernetes.io/kernel-version.full=" in out
     assert sorted(h for h in HEAVY if _loaded(modules, h)) == []
     assert "nfd.master" not in modules and "nfd.commands.worker" not in modules
+
+
+def test_each_architecture_loads_only_its_own_cpu_reader() -> None:
+    _, modules = _discover_in_fresh_interpreter("--sources", "cpu")
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        assert "nfd.sources.cpuid_x86" in modules and "ctypes" in modules
+        assert "nfd.sources.cpu_hwcap" not in modules
+    else:
+        assert "nfd.sources.cpu_hwcap" in modules and "ctypes" not in modules
+
+
+def test_a_process_run_writes_everything_before_it_ends() -> None:
+    # Run as a process, discover leaves without the interpreter's teardown: what it
+    # printed must all be there, and the exit code must be the command's.
+    out, _ = _discover_in_fresh_interpreter("-o", "json")
+    p = subprocess.run(
+        [sys.executable, "-m", "nfd", "discover", "--host-root", str(FIXTURE_HOST), "-o", "json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert p.stdout == out and len(out) > 10_000
+    bad = subprocess.run([sys.executable, "-m", "nfd", "discover", "--sources", "warp"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "warp" in bad.stderr
+
+
+def test_a_reader_that_leaves_early_is_not_an_error() -> None:
+    # `nfd discover | head -1`: the pipe closes before the output is flushed.
+    with subprocess.Popen(
+        [sys.executable, "-m", "nfd", "discover", "--host-root", str(FIXTURE_HOST), "-o", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    ) as p:  # fmt: skip
+        assert p.stdout is not None and p.stderr is not None
+        p.stdout.close()
+        err = p.stderr.read()
+        rc = p.wait(timeout=60)
+    assert rc == 0 and err == b""
 
 
 def test_probe_sees_what_an_output_format_needs() -> None:

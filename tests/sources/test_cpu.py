@@ -19,6 +19,7 @@ from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.labels import node_labels
 from nfd.sources import cpu as cpu_mod
+from nfd.sources import cpuid_x86 as cpuid_x86_mod
 from nfd.sources.cpu import CpuSource, normalize_arch
 from nfd.sources.cpu_hwcap import (
     AT_HWCAP,
@@ -464,7 +465,7 @@ def test_no_executable_memory_falls_back_to_proc_cpuinfo(
     def refuse() -> NativeCpuid:
         raise CpuidUnavailable("executable memory refused (Permission denied)")
 
-    monkeypatch.setattr(cpu_mod, "NativeCpuid", refuse)
+    monkeypatch.setattr(cpuid_x86_mod, "NativeCpuid", refuse)  # imported when first needed
     src = CpuSource(arch="x86_64")
     with caplog.at_level(logging.WARNING):
         f, labels = run(src, host("emr-kvm"))
