@@ -34,9 +34,7 @@ def is_label_value(text: str) -> bool:
 
 def is_dns1123_label(text: str) -> bool:
     """Lower-case letters, digits and ``-``, with alphanumeric ends."""
-    return (
-        bool(text) and text[0] in LOWER_ALNUM and text[-1] in LOWER_ALNUM and only(text, LOWER_ALNUM + "-")
-    )
+    return bool(text) and text[0] in LOWER_ALNUM and text[-1] in LOWER_ALNUM and only(text, LOWER_ALNUM + "-")
 
 
 def keep_only(text: str, chars: str) -> str:

@@ -53,6 +53,7 @@ def host_path(p: str | os.PathLike[str]) -> HostPath:
     s = os.fspath(p)
     return HostPath(s.rstrip("/") or s)
 
+
 # The parts of the host we read, and their place under ``/``.
 _PARTS: dict[str, str] = {
     "sys": "sys",

@@ -75,7 +75,12 @@ def _modalias_ids(text: str) -> tuple[str, ...] | None:
     if len(text) != 53 or not text.startswith("pci:v0000"):
         return None
     if (text[13:18], text[22:28], text[32:38], text[42:44], text[46:48], text[50]) != (
-        "d0000", "sv0000", "sd0000", "bc", "sc", "i"
+        "d0000",
+        "sv0000",
+        "sd0000",
+        "bc",
+        "sc",
+        "i",
     ):
         return None
     ids = (text[9:13], text[18:22], text[28:32], text[38:42], text[44:46], text[48:50], text[51:53])

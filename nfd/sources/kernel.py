@@ -23,7 +23,6 @@ from nfd.sources import _read
 log = get_logger("nfd.sources")
 
 
-
 def parse_version(release: str) -> dict[str, str]:
     """``full`` as a valid label value, and its numeric parts. Parts that the release
     string lacks are empty strings, as upstream has them."""
