@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from nfd.hostroot import HostRoot
 
@@ -71,12 +71,14 @@ class FoundDevice:
     attributes: Mapping[str, str] = field(default_factory=dict)
 
 
-def host_file(host: HostRoot, path: str) -> Path:
-    """Where a host path (``/dev/...``, ``/sys/...``) is seen from this process."""
+def host_file(host: HostRoot, path: str) -> str:
+    """Where a host path (``/dev/...``, ``/sys/...``) is seen from this process. A plain
+    string: Allocate re-checks device nodes with it on every call."""
     for prefix, base in (("/dev", host.dev), ("/sys", host.sys), ("/run", host.run), ("/var", host.var)):
         if path == prefix or path.startswith(prefix + "/"):
-            return Path(base) / path[len(prefix) :].lstrip("/")
-    return Path(path)
+            rest = path[len(prefix) :].lstrip("/")
+            return os.path.join(base, rest) if rest else str(base)
+    return path
 
 
 def env_name(resource: str) -> str:

@@ -2,12 +2,15 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
 from fixtures import FixtureHost
 from kubelet_standin import wait_for
 
 from nfd.deviceplugin.config import parse_config
 from nfd.deviceplugin.health import HealthMonitor
-from nfd.deviceplugin.inventory import build_states
+from nfd.deviceplugin.inventory import AllocationError, build_states
+from nfd.deviceplugin.model import host_file
+from nfd.hostroot import HostRoot
 
 
 def test_wake_rechecks_at_once_without_waiting_for_the_poll(fx: FixtureHost) -> None:
@@ -35,3 +38,35 @@ def test_fixture_host_does_not_listen_to_real_uevents(fx: FixtureHost) -> None:
         assert mon._observer is None  # uevents describe the real /sys, not this tree
     finally:
         mon.stop()
+
+
+def test_host_paths_are_seen_under_the_host_root() -> None:
+    host = HostRoot(sys="/host-sys", dev="/host-dev", run="/host-run", var="/host-var")
+    assert host_file(host, "/dev/vfio/12") == "/host-dev/vfio/12"
+    assert host_file(host, "/dev") == "/host-dev"
+    assert host_file(host, "/sys/bus/pci/devices/0000:3b:00.0") == "/host-sys/bus/pci/devices/0000:3b:00.0"
+    assert host_file(host, "/run/nvidia/driver") == "/host-run/nvidia/driver"
+    assert host_file(host, "/var/lib/x") == "/host-var/lib/x"
+    # Only whole first components are mapped; other paths are taken as they are.
+    assert host_file(host, "/device/x") == "/device/x"
+    assert host_file(host, "/opt/lib/libx.so") == "/opt/lib/libx.so"
+
+
+def test_device_node_removed_fails_the_allocate_re_check(fx: FixtureHost) -> None:
+    cfg = parse_config(
+        {
+            "resources": [
+                {
+                    "name": "example.com/f",
+                    "pci": {"vendor": "1172"},
+                    "deviceNodes": ["/dev/vfio/{iommu_group}"],
+                }
+            ]
+        }
+    )
+    states, _ = build_states(cfg.resources, features=fx.features(), host=fx.host)
+    assert states[0].allocate(["0000:3b:00.0"]).devices[0].host_path == "/dev/vfio/12"
+    (fx.root / "dev/vfio/12").unlink()
+    with pytest.raises(AllocationError, match="device node /dev/vfio/12 missing"):
+        states[0].allocate(["0000:3b:00.0"])
+    assert states[0].reasons()[0] == "device node /dev/vfio/12 missing"
