@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "master": ("nfd.commands.master", "label nodes and advertise resources via the API server"),
     "device-plugin": ("nfd.commands.deviceplugin", "serve kubelet's device-plugin API"),
     "rules": ("nfd.commands.rules", "work with NodeFeatureRule objects offline"),
+    "topology-updater": ("nfd.commands.topologyupdater", "publish this node's NodeResourceTopology object"),
 }
 
 

@@ -1,4 +1,4 @@
-"""Regenerate the device-plugin API stubs from nfd/deviceplugin/api/v1beta1/api.proto.
+"""Regenerate the gRPC API stubs: kubelet's device-plugin API and its PodResources API.
 
     python scripts/gen_proto.py            # rewrite the committed files in place
     python scripts/gen_proto.py --out DIR  # write the tree under DIR (freshness test)
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PROTO = "nfd/deviceplugin/api/v1beta1/api.proto"
+PROTOS = ("nfd/deviceplugin/api/v1beta1/api.proto", "nfd/topology/api/v1/api.proto")
 # What one run writes, next to the proto.
 OUTPUTS = ("api_pb2.py", "api_pb2.pyi", "api_pb2_grpc.py", "api_pb2_grpc.pyi")
 
@@ -45,12 +45,11 @@ def generate(out: Path) -> list[Path]:
         f"--grpc_python_out={out}",
         f"--mypy_out={out}",
         f"--mypy_grpc_out={out}",
-        str(ROOT / PROTO),
+        *(str(ROOT / proto) for proto in PROTOS),
     ]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
-    gen_dir = out / Path(PROTO).parent
-    return [gen_dir / name for name in OUTPUTS]
+    return [out / Path(proto).parent / name for proto in PROTOS for name in OUTPUTS]
 
 
 def main() -> int:

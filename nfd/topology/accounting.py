@@ -1,0 +1,189 @@
+"""Per-NUMA-zone capacity, allocatable and available, as kubelet's resource managers
+count them. Pure: takes the NUMA layout and kubelet's two PodResources answers.
+
+- cpu: capacity is the zone's CPUs (sysfs); allocatable the CPUs kubelet may hand out
+  (``GetAllocatableResources``, which leaves out ``reservedSystemCPUs``); available is
+  allocatable less the CPUs assigned exclusively. Only containers that the CPU manager
+  pins count: ``is_exclusive`` says which (Guaranteed pod, integer CPU request); older
+  kubelets list the shared pool for every other container too.
+- memory and ``hugepages-*``: capacity from sysfs; allocatable from the memory manager's
+  per-NUMA answer where kubelet gives one, else the capacity; available less what the
+  memory manager pinned to the zone. A block pinned to several zones is taken from them
+  in ascending order, as the memory manager fills them.
+- devices: capacity and allocatable are the devices kubelet reports with that NUMA node
+  in their topology (a device on several nodes counts in each; one with no topology in
+  none); available less those assigned to containers.
+
+Bad input costs that value only: a CPU, device or memory block naming a NUMA node this
+machine lacks is left out and reported in ``warnings``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from nfd.topology.api.v1 import api_pb2 as pb
+from nfd.topology.layout import Layout
+
+# (namespace, pod, container) -> whether the CPU manager pinned its CPUs; None: unknown
+# (kubelet's answer is taken as it is).
+IsExclusive = Callable[[str, str, str], bool | None]
+
+
+@dataclass
+class Amount:
+    capacity: int = 0
+    allocatable: int = 0
+    available: int = 0
+
+
+@dataclass
+class Zone:
+    id: int
+    resources: dict[str, Amount] = field(default_factory=dict)
+
+    def amount(self, name: str) -> Amount:
+        a = self.resources.get(name)
+        if a is None:
+            a = self.resources[name] = Amount()
+        return a
+
+
+@dataclass
+class Accounting:
+    zones: list[Zone]
+    warnings: list[str]
+
+
+def _nodes(topology: pb.TopologyInfo) -> list[int]:
+    return [n.ID for n in topology.nodes]
+
+
+def account(
+    layout: Layout,
+    allocatable: pb.AllocatableResourcesResponse,
+    pods: pb.ListPodResourcesResponse,
+    *,
+    is_exclusive: IsExclusive | None = None,
+) -> Accounting:
+    zones = {n.id: Zone(n.id) for n in layout.nodes}
+    warnings: list[str] = []
+    node_of_cpu = layout.node_of_cpu()
+
+    for n in layout.nodes:
+        z = zones[n.id]
+        z.amount("cpu").capacity = len(n.cpus)
+        if n.memory_bytes is not None:
+            z.amount("memory").capacity = n.memory_bytes
+        for name, size in n.hugepages_bytes.items():
+            z.amount(name).capacity = size
+
+    stray = sorted(c for c in allocatable.cpu_ids if c not in node_of_cpu)
+    if stray:
+        warnings.append(f"allocatable CPUs {_ids(stray)} are on no NUMA node of this machine")
+    for cpu in set(allocatable.cpu_ids):
+        if cpu in node_of_cpu:
+            zones[node_of_cpu[cpu]].amount("cpu").allocatable += 1
+
+    _allocatable_memory(zones, allocatable.memory, warnings)
+
+    device_zones: dict[tuple[str, str], list[int]] = {}
+    for dev in allocatable.devices:
+        nodes = _known(_nodes(dev.topology), zones, f"allocatable {dev.resource_name}", warnings)
+        for device_id in dev.device_ids:
+            device_zones[(dev.resource_name, device_id)] = nodes
+            for node in nodes:
+                zones[node].amount(dev.resource_name).capacity += 1
+                zones[node].amount(dev.resource_name).allocatable += 1
+
+    for z in zones.values():
+        for a in z.resources.values():
+            a.available = a.allocatable
+
+    for pod in pods.pod_resources:
+        for c in pod.containers:
+            where = f"pod {pod.namespace}/{pod.name} container {c.name}"
+            if c.cpu_ids and (
+                is_exclusive is None or is_exclusive(pod.namespace, pod.name, c.name) is not False
+            ):
+                _take_cpus(zones, node_of_cpu, c.cpu_ids, where, warnings)
+            for dev in c.devices:
+                listed = _nodes(dev.topology)
+                for device_id in dev.device_ids:
+                    known = device_zones.get((dev.resource_name, device_id))
+                    if known is None:
+                        known = _known(listed, zones, f"{where}: {dev.resource_name}", warnings)
+                    for node in known:
+                        zones[node].amount(dev.resource_name).available -= 1
+            for mem in c.memory:
+                nodes = _known(_nodes(mem.topology), zones, f"{where}: {mem.memory_type}", warnings)
+                _take_memory(zones, nodes, mem.memory_type, mem.size)
+
+    for z in zones.values():
+        for a in z.resources.values():
+            a.available = max(a.available, 0)
+    return Accounting([zones[i] for i in sorted(zones)], warnings)
+
+
+def _ids(values: list[int]) -> str:
+    shown = ",".join(str(v) for v in values[:8])
+    return shown + (f" and {len(values) - 8} more" if len(values) > 8 else "")
+
+
+def _known(nodes: list[int], zones: dict[int, Zone], what: str, warnings: list[str]) -> list[int]:
+    unknown = [n for n in nodes if n not in zones]
+    if unknown:
+        warnings.append(
+            f"{what}: NUMA node {_ids(unknown)} is not on this machine (nodes {_ids(sorted(zones))}); left out"
+        )
+    return [n for n in nodes if n in zones]
+
+
+def _allocatable_memory(
+    zones: dict[int, Zone], blocks: Iterable[pb.ContainerMemory], warnings: list[str]
+) -> None:
+    # kubelet answers per (type, NUMA node) only under the memory manager's static policy;
+    # a type it does not mention keeps allocatable = capacity.
+    seen: dict[tuple[str, int], int] = {}
+    for mem in blocks:
+        nodes = _known(_nodes(mem.topology), zones, f"allocatable {mem.memory_type}", warnings)
+        if len(nodes) != 1:
+            if nodes:
+                warnings.append(
+                    f"allocatable {mem.memory_type} names several NUMA nodes {_ids(nodes)}; left out"
+                )
+            continue
+        key = (mem.memory_type, nodes[0])
+        seen[key] = seen.get(key, 0) + mem.size
+    types = {t for t, _ in seen}
+    for z in zones.values():
+        for name, a in z.resources.items():
+            if name == "cpu":
+                continue
+            a.allocatable = seen.get((name, z.id), 0) if name in types else a.capacity
+    for (name, node), size in seen.items():
+        if name not in zones[node].resources:
+            zones[node].amount(name).allocatable = size
+
+
+def _take_cpus(
+    zones: dict[int, Zone], node_of_cpu: dict[int, int], cpus: Iterable[int], where: str, warnings: list[str]
+) -> None:
+    stray = sorted(c for c in cpus if c not in node_of_cpu)
+    if stray:
+        warnings.append(f"{where}: CPUs {_ids(stray)} are on no NUMA node of this machine; left out")
+    for cpu in set(cpus):
+        node = node_of_cpu.get(cpu)
+        if node is not None:
+            zones[node].amount("cpu").available -= 1
+
+
+def _take_memory(zones: dict[int, Zone], nodes: list[int], kind: str, size: int) -> None:
+    for node in sorted(nodes):
+        a = zones[node].amount(kind)
+        taken = size if node == max(nodes) else min(size, max(a.available, 0))
+        a.available -= taken
+        size -= taken
+        if size <= 0:
+            return

@@ -1,0 +1,77 @@
+"""kubelet's PodResources API (v1) over its unix socket.
+
+kubelet serves it on ``/var/lib/kubelet/pod-resources/kubelet.sock`` and re-creates the
+socket when it restarts; the channel reconnects by itself. While the socket is missing or
+kubelet does not answer, :meth:`PodResources.read` returns None and logs one line, then
+nothing until kubelet answers again (which it logs too).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+import grpc
+
+from nfd.topology.api.v1 import api_pb2 as pb
+from nfd.topology.api.v1 import api_pb2_grpc as pb_grpc
+
+log = logging.getLogger("nfd.topology")
+
+DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+# kubelet limits PodResources answers to 16 MiB; so do we, above gRPC's 4 MiB default.
+_MAX_MESSAGE = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    allocatable: pb.AllocatableResourcesResponse
+    pods: pb.ListPodResourcesResponse
+
+
+class PodResources:
+    def __init__(self, socket: str = DEFAULT_SOCKET, *, timeout: float = 10.0) -> None:
+        self.socket = socket
+        self.timeout = timeout
+        self._channel: grpc.Channel | None = None
+        self._stub: pb_grpc.PodResourcesListerStub | None = None
+        self._waiting: str | None = None  # why the last read failed (logged once)
+
+    def _connect(self) -> pb_grpc.PodResourcesListerStub:
+        if self._stub is None:
+            self._channel = grpc.insecure_channel(
+                f"unix:{self.socket}",
+                options=[("grpc.max_receive_message_length", _MAX_MESSAGE)],
+            )
+            self._stub = pb_grpc.PodResourcesListerStub(self._channel)
+        return self._stub
+
+    def _fail(self, reason: str) -> None:
+        if self._waiting is None:
+            log.warning("waiting for kubelet's PodResources API at %s: %s; retrying", self.socket, reason)
+        self._waiting = reason
+
+    def read(self) -> Snapshot | None:
+        if not os.path.exists(self.socket):
+            self._fail("no such socket (is the kubelet pod-resources directory mounted?)")
+            return None
+        stub = self._connect()
+        try:
+            allocatable = stub.GetAllocatableResources(pb.AllocatableResourcesRequest(), timeout=self.timeout)
+            pods = stub.List(pb.ListPodResourcesRequest(), timeout=self.timeout)
+        except grpc.RpcError as e:
+            code = e.code() if isinstance(e, grpc.Call) else None
+            detail = e.details() if isinstance(e, grpc.Call) else str(e)
+            self._fail(f"{code.name if code else 'error'}: {detail}")
+            return None
+        if self._waiting is not None:
+            log.warning("kubelet's PodResources API at %s answers again", self.socket)
+            self._waiting = None
+        return Snapshot(allocatable, pods)
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+        self._channel = None
+        self._stub = None

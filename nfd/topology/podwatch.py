@@ -1,0 +1,159 @@
+"""The pods on this node, from one node-scoped list and watch (``spec.nodeName=<node>``):
+never a request per pod.
+
+Two things come from here: which containers the CPU manager pins (Guaranteed QoS class
+and a whole-number CPU request, the static policy's rule), and a nudge when a pod on the
+node starts or ends so that the updater looks at PodResources at once. Pods are kept as
+the few fields needed, parsed from the raw JSON (the client's model classes cost several
+times the CPU and memory).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+log = logging.getLogger("nfd.topology")
+
+_MILLI = Decimal("0.001")
+
+
+def whole_cpus(value: Any) -> bool:
+    """Whether a CPU quantity is a whole number of CPUs (``2``, ``2000m``; not ``1.5``)."""
+    text = str(value)
+    try:
+        n = Decimal(text[:-1]) * _MILLI if text.endswith("m") else Decimal(text)
+    except InvalidOperation:
+        return False
+    return n > 0 and n == n.to_integral_value()
+
+
+def pinned_containers(pod: dict[str, Any]) -> frozenset[str]:
+    """Names of the containers whose CPUs the static CPU manager assigns exclusively."""
+    if (pod.get("status") or {}).get("qosClass") != "Guaranteed":
+        return frozenset()
+    spec = pod.get("spec") or {}
+    out = set()
+    for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        res = c.get("resources") or {}
+        cpu = (res.get("requests") or {}).get("cpu", (res.get("limits") or {}).get("cpu"))
+        if cpu is not None and whole_cpus(cpu):
+            out.add(c.get("name", ""))
+    return frozenset(out)
+
+
+def _running(pod: dict[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running"
+
+
+class PodWatch:
+    """Keeps ``(namespace, name) -> pinned container names`` for the node's pods, calls
+    ``on_change`` when a pod starts running, stops running, or goes away."""
+
+    def __init__(
+        self, api_client: Any, node_name: str, *, on_change: Callable[[], None], timeout: int = 300
+    ) -> None:
+        self.api_client = api_client
+        self.node_name = node_name
+        self.on_change = on_change
+        self.timeout = timeout
+        self._pods: dict[tuple[str, str], tuple[frozenset[str], bool]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._synced = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def is_exclusive(self, namespace: str, pod: str, container: str) -> bool | None:
+        with self._lock:
+            known = self._pods.get((namespace, pod))
+        return None if known is None else container in known[0]
+
+    def wait_synced(self, timeout: float) -> bool:
+        return self._synced.wait(timeout)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _request(self, **query: Any) -> Any:
+        from kubernetes import client
+
+        return client.CoreV1Api(self.api_client).list_pod_for_all_namespaces(
+            field_selector=f"spec.nodeName={self.node_name}", _preload_content=False, **query
+        )
+
+    def _list(self) -> str:
+        resp = self._request()
+        try:
+            body = json.loads(resp.data)
+        finally:
+            resp.release_conn()
+        pods = {}
+        for pod in body.get("items") or []:
+            meta = pod.get("metadata") or {}
+            pods[(meta.get("namespace", ""), meta.get("name", ""))] = (pinned_containers(pod), _running(pod))
+        with self._lock:
+            changed = pods != self._pods
+            self._pods = pods
+        self._synced.set()
+        if changed:
+            self.on_change()
+        return str((body.get("metadata") or {}).get("resourceVersion") or "")
+
+    def _apply(self, kind: str, pod: dict[str, Any]) -> None:
+        meta = pod.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        with self._lock:
+            before = self._pods.get(key)
+            if kind == "DELETED":
+                self._pods.pop(key, None)
+                after = None
+            else:
+                after = self._pods[key] = (pinned_containers(pod), _running(pod))
+        if (before is None) != (after is None) or (before and after and before[1] != after[1]):
+            self.on_change()
+
+    def _watch(self, rv: str) -> str:
+        from kubernetes.watch.watch import iter_resp_lines
+
+        resp = self._request(
+            watch=True, resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=self.timeout
+        )
+        try:
+            for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
+                if self._stop.is_set():
+                    break
+                ev = json.loads(line)
+                obj = ev.get("object") or {}
+                if ev.get("type") == "ERROR":
+                    raise RuntimeError(obj.get("message") or "watch error")
+                rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                if ev.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                    self._apply(ev["type"], obj)
+        finally:
+            resp.release_conn()
+        return rv
+
+    def _run(self) -> None:
+        delay = 1.0
+        rv = ""
+        while not self._stop.is_set():
+            try:
+                if not rv:
+                    rv = self._list()
+                rv = self._watch(rv)
+                delay = 1.0
+            except Exception as e:  # a watch ends for many reasons: list again, watch again
+                log.info(
+                    "pod watch for node %s interrupted: %s; listing again in %.0fs", self.node_name, e, delay
+                )
+                rv = ""
+                self._stop.wait(delay)
+                delay = min(delay * 2, 60.0)
