@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from .errors import ApiError, invalid
+from .nrt import nrt_causes
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -222,6 +223,12 @@ def _normalize_lease(obj: dict[str, Any]) -> None:
             spec[key] = _micro_time(spec[key], f"spec.{key}")
 
 
+def _validate_nrt(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    causes = _meta_causes(obj, old) + nrt_causes(obj)
+    if causes:
+        raise invalid("NodeResourceTopology", "topology.node.k8s.io", obj["metadata"]["name"], causes)
+
+
 NFD_GROUP = "nfd.k8s-sigs.io"
 
 NODES = ResourceType(
@@ -286,7 +293,19 @@ NODE_FEATURE_GROUPS = ResourceType(
     validate=_validate_meta("NodeFeatureGroup", NFD_GROUP),
 )
 
-ALL_TYPES = (NODES, PODS, LEASES, NODE_FEATURE_RULES, NODE_FEATURES, NODE_FEATURE_GROUPS)
+NODE_RESOURCE_TOPOLOGIES = ResourceType(
+    "topology.node.k8s.io",
+    "v1alpha2",
+    "noderesourcetopologies",
+    "NodeResourceTopology",
+    namespaced=False,
+    custom=True,
+    validate=_validate_nrt,
+)
+
+ALL_TYPES = (
+    NODES, PODS, LEASES, NODE_FEATURE_RULES, NODE_FEATURES, NODE_FEATURE_GROUPS, NODE_RESOURCE_TOPOLOGIES,
+)  # fmt: skip
 BY_PATH: dict[tuple[str, str, str], ResourceType] = {(t.group, t.version, t.plural): t for t in ALL_TYPES}
 
 
