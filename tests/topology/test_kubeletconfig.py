@@ -1,0 +1,49 @@
+"""The Topology Manager policy and scope from a kubelet config file or configz answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nfd.topology.kubeletconfig import PolicyError, TopologyPolicy, load, parse
+
+
+@pytest.mark.parametrize(
+    ("text", "policy", "scope", "legacy"),
+    [
+        ("kind: KubeletConfiguration\n", "none", "container", "None"),
+        ("topologyManagerPolicy: best-effort\n", "best-effort", "container", "BestEffortContainerLevel"),
+        ("topologyManagerPolicy: restricted\ntopologyManagerScope: pod\n", "restricted", "pod", "RestrictedPodLevel"),
+        ('{"kubeletconfig": {"topologyManagerPolicy": "single-numa-node"}}', "single-numa-node", "container",
+         "SingleNUMANodeContainerLevel"),
+        ("", "none", "container", "None"),
+    ],
+)  # fmt: skip
+def test_policy_and_scope(text: str, policy: str, scope: str, legacy: str) -> None:
+    got = parse(text, "cfg")
+    assert got == TopologyPolicy(policy, scope)
+    assert got.legacy_name() == legacy
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "topologyManagerPolicy: Single-NUMA-Node\n",
+            'cfg: topologyManagerPolicy "Single-NUMA-Node" is not a Topology',
+        ),
+        ("topologyManagerScope: 3\n", "cfg: topologyManagerScope 3 is not a Topology Manager scope"),
+        ("- a\n- b\n", "cfg: expected a KubeletConfiguration mapping"),
+        ("a: [\n", "cfg: not YAML or JSON"),
+    ],
+)
+def test_bad_config_names_the_file_and_key(text: str, message: str) -> None:
+    with pytest.raises(PolicyError) as e:
+        parse(text, "cfg")
+    assert str(e.value).startswith(message)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match="config.yaml: No such file"):
+        load(str(tmp_path / "config.yaml"))
