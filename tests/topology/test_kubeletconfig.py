@@ -45,5 +45,5 @@ def test_bad_config_names_the_file_and_key(text: str, message: str) -> None:
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(PolicyError, match="config.yaml: No such file"):
+    with pytest.raises(PolicyError, match=r"config\.yaml: No such file"):
         load(str(tmp_path / "config.yaml"))
