@@ -78,18 +78,19 @@ def run(args: argparse.Namespace) -> int:
             updater.run_once()
             return 0 if updater.last is not None else 1
     else:
+        from nfd.topology.kubeapi import ConfigError, KubeApi, load
         from nfd.topology.podwatch import PodWatch
-        from nfd.topology.writer import NrtWriter, load_api_client
+        from nfd.topology.writer import NrtWriter
 
         try:
-            api_client = load_api_client(args.kubeconfig)
-        except Exception as e:
+            api = KubeApi(load(args.kubeconfig))
+        except ConfigError as e:
             raise CliError(f"no cluster to write to: {e} (use --no-publish to print instead)") from None
-        writer = NrtWriter(api_client)
+        writer = NrtWriter(api)
         updater = Updater(
             settings, publish=writer.write, node_uid=lambda: writer.node_uid(settings.node_name)
         )
-        pods = PodWatch(api_client, settings.node_name, on_change=updater.nudge)
+        pods = PodWatch(api, settings.node_name, on_change=updater.nudge)
         updater.is_exclusive = pods.is_exclusive
         pods.start()
         # Pinned CPUs are judged from the pods; wait briefly for the first listing.

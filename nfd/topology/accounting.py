@@ -5,7 +5,9 @@ count them. Pure: takes the NUMA layout and kubelet's two PodResources answers.
   (``GetAllocatableResources``, which leaves out ``reservedSystemCPUs``); available is
   allocatable less the CPUs assigned exclusively. Only containers that the CPU manager
   pins count: ``is_exclusive`` says which (Guaranteed pod, integer CPU request); older
-  kubelets list the shared pool for every other container too.
+  kubelets list the shared pool for every other container too. For a pod it does not
+  know (yet), a container counts unless its CPUs are listed for another container too
+  (pinned sets never overlap; the shared pool is listed for every shared container).
 - memory and ``hugepages-*``: capacity from sysfs; allocatable from the memory manager's
   per-NUMA answer where kubelet gives one, else the capacity; available less what the
   memory manager pinned to the zone. A block pinned to several zones is taken from them
@@ -101,12 +103,19 @@ def account(
         for a in z.resources.values():
             a.available = a.allocatable
 
+    shared: set[int] | None = None
     for pod in pods.pod_resources:
         for c in pod.containers:
             where = f"pod {pod.namespace}/{pod.name} container {c.name}"
-            if c.cpu_ids and (
-                is_exclusive is None or is_exclusive(pod.namespace, pod.name, c.name) is not False
-            ):
+            pinned = None
+            if c.cpu_ids and is_exclusive is not None:
+                pinned = is_exclusive(pod.namespace, pod.name, c.name)
+            if c.cpu_ids and pinned is None:
+                # A pod not (yet) known: pinned sets never overlap, so CPUs that another
+                # container is listed with too are the shared pool.
+                shared = _listed_twice(pods) if shared is None else shared
+                pinned = shared.isdisjoint(c.cpu_ids)
+            if c.cpu_ids and pinned:
                 _take_cpus(zones, node_of_cpu, c.cpu_ids, where, warnings)
             for dev in c.devices:
                 listed = _nodes(dev.topology)
@@ -124,6 +133,17 @@ def account(
         for a in z.resources.values():
             a.available = max(a.available, 0)
     return Accounting([zones[i] for i in sorted(zones)], warnings)
+
+
+def _listed_twice(pods: pb.ListPodResourcesResponse) -> set[int]:
+    seen: set[int] = set()
+    twice: set[int] = set()
+    for pod in pods.pod_resources:
+        for c in pod.containers:
+            ids = set(c.cpu_ids)
+            twice |= seen & ids
+            seen |= ids
+    return twice
 
 
 def _ids(values: list[int]) -> str:

@@ -4,18 +4,18 @@ never a request per pod.
 Two things come from here: which containers the CPU manager pins (Guaranteed QoS class
 and a whole-number CPU request, the static policy's rule), and a nudge when a pod on the
 node starts or ends so that the updater looks at PodResources at once. Pods are kept as
-the few fields needed, parsed from the raw JSON (the client's model classes cost several
-times the CPU and memory).
+the few fields needed.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
+
+from nfd.topology.kubeapi import KubeApi, path
 
 log = logging.getLogger("nfd.topology")
 
@@ -55,9 +55,9 @@ class PodWatch:
     ``on_change`` when a pod starts running, stops running, or goes away."""
 
     def __init__(
-        self, api_client: Any, node_name: str, *, on_change: Callable[[], None], timeout: int = 300
+        self, api: KubeApi, node_name: str, *, on_change: Callable[[], None], timeout: int = 300
     ) -> None:
-        self.api_client = api_client
+        self.api = api
         self.node_name = node_name
         self.on_change = on_change
         self.timeout = timeout
@@ -82,19 +82,11 @@ class PodWatch:
     def stop(self) -> None:
         self._stop.set()
 
-    def _request(self, **query: Any) -> Any:
-        from kubernetes import client
-
-        return client.CoreV1Api(self.api_client).list_pod_for_all_namespaces(
-            field_selector=f"spec.nodeName={self.node_name}", _preload_content=False, **query
-        )
+    def _url(self, **query: str) -> str:
+        return path("api", "v1", "pods", fieldSelector=f"spec.nodeName={self.node_name}", **query)
 
     def _list(self) -> str:
-        resp = self._request()
-        try:
-            body = json.loads(resp.data)
-        finally:
-            resp.release_conn()
+        body = self.api.request("GET", self._url())
         pods = {}
         for pod in body.get("items") or []:
             meta = pod.get("metadata") or {}
@@ -121,24 +113,18 @@ class PodWatch:
             self.on_change()
 
     def _watch(self, rv: str) -> str:
-        from kubernetes.watch.watch import iter_resp_lines
-
-        resp = self._request(
-            watch=True, resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=self.timeout
+        url = self._url(
+            watch="1", resourceVersion=rv, allowWatchBookmarks="true", timeoutSeconds=str(self.timeout)
         )
-        try:
-            for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
-                if self._stop.is_set():
-                    break
-                ev = json.loads(line)
-                obj = ev.get("object") or {}
-                if ev.get("type") == "ERROR":
-                    raise RuntimeError(obj.get("message") or "watch error")
-                rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
-                if ev.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                    self._apply(ev["type"], obj)
-        finally:
-            resp.release_conn()
+        for ev in self.api.watch(url, timeout=self.timeout + 30):
+            if self._stop.is_set():
+                break
+            obj = ev.get("object") or {}
+            if ev.get("type") == "ERROR":
+                raise RuntimeError(obj.get("message") or "watch error")
+            rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+            if ev.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                self._apply(ev["type"], obj)
         return rv
 
     def _run(self) -> None:

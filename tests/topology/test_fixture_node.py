@@ -11,6 +11,7 @@ from fixture_node import GI, MI, distance
 from podresources_standin import PodResourcesStandIn
 
 from nfd.hostroot import HostRoot
+from nfd.topology.kubeapi import KubeApi, from_kubeconfig
 from nfd.topology.podwatch import PodWatch
 from nfd.topology.updater import Settings, Updater
 from nfd.topology.writer import NrtWriter
@@ -65,15 +66,22 @@ def resources(zone: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
     return {r["name"]: (r["capacity"], r["allocatable"], r["available"]) for r in zone["resources"]}
 
 
+def kube(fake_api: FakeApiServer, where: Path) -> KubeApi:
+    """A client for the fake, configured as users configure it: by a kubeconfig."""
+    return KubeApi(from_kubeconfig(str(fake_api.write_kubeconfig(where / "kubeconfig"))))
+
+
 def start(
     fake_api: FakeApiServer, host: HostRoot, kubelet: PodResourcesStandIn, kubelet_config: Path
 ) -> tuple[Updater, NrtWriter, PodWatch, Any]:
     from fixture_node import pod_objects
 
-    node = fake_api.create_node(NODE)
-    for p in pod_objects(NODE):
-        fake_api.objects.create("pods", p, namespace=p["metadata"]["namespace"])
-    client = fake_api.api_client()
+    if not fake_api.objects.exists("nodes", NODE):
+        fake_api.create_node(NODE)
+        for p in pod_objects(NODE):
+            fake_api.objects.create("pods", p, namespace=p["metadata"]["namespace"])
+    node = fake_api.objects.get("nodes", NODE)
+    client = kube(fake_api, kubelet_config.parent)
     writer = NrtWriter(client)
     settings = Settings(
         node_name=NODE, host=host, socket=str(kubelet.socket), kubelet_config=str(kubelet_config)

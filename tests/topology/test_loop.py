@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fixture_node import pods
 from podresources_standin import PodResourcesStandIn
-from test_fixture_node import NODE, resources, start
+from test_fixture_node import NODE, kube, resources, start
 
 from nfd.hostroot import HostRoot
 from tests.fakeapi import FakeApiServer
@@ -33,7 +33,7 @@ def test_pod_end_is_published_at_once_and_writes_keep_the_interval(
     from nfd.topology.updater import Settings, Updater
     from nfd.topology.writer import NrtWriter
 
-    client = fake_api.api_client()
+    client = kube(fake_api, kubelet_config.parent)
     writer = NrtWriter(client)
     settings = Settings(NODE, host, str(kubelet.socket), str(kubelet_config), interval=60.0)
     u = Updater(settings, publish=writer.write, node_uid=lambda: writer.node_uid(NODE))
