@@ -15,7 +15,6 @@ import http.client
 import json
 import os
 import ssl
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -73,6 +72,8 @@ def in_cluster(environ: dict[str, str] | os._Environ[str] = os.environ, sa_dir: 
 
 
 def _data_file(data: str, directory: str) -> str:
+    import tempfile
+
     fd, path = tempfile.mkstemp(dir=directory)
     with os.fdopen(fd, "wb") as f:
         f.write(base64.b64decode(data))
@@ -102,6 +103,8 @@ def from_kubeconfig(path: str) -> Endpoint:
             f"kubeconfig {path}: exec and auth-provider credentials are not supported; use a token"
         )
     base = os.path.dirname(os.path.abspath(path))
+    import tempfile  # only here: with shutil, bz2 and lzma it is a megabyte kept for good
+
     with tempfile.TemporaryDirectory() as tmp:
         context = None
         if str(cluster.get("server", "")).startswith("https"):

@@ -12,24 +12,26 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from nfd.topology.kubeapi import KubeApi, path
 
 log = logging.getLogger("nfd.topology")
 
-_MILLI = Decimal("0.001")
-
-
 def whole_cpus(value: Any) -> bool:
-    """Whether a CPU quantity is a whole number of CPUs (``2``, ``2000m``; not ``1.5``)."""
-    text = str(value)
-    try:
-        n = Decimal(text[:-1]) * _MILLI if text.endswith("m") else Decimal(text)
-    except InvalidOperation:
+    """Whether a CPU quantity is a whole number of CPUs (``2``, ``2000m``, ``2.0``; not
+    ``1.5`` or ``500m``). Integer arithmetic: no ``decimal`` (a megabyte of RSS) for this."""
+    text = str(value).strip()
+    scale = 1
+    if text.endswith("m"):
+        text, scale = text[:-1], 1000
+    whole, _, frac = text.partition(".")
+    if not whole.isdigit() or (frac and not frac.isdigit()):
         return False
-    return n > 0 and n == n.to_integral_value()
+    frac = frac.rstrip("0")
+    if scale == 1000:
+        return not frac and int(whole) > 0 and int(whole) % 1000 == 0
+    return not frac and int(whole) > 0
 
 
 def pinned_containers(pod: dict[str, Any]) -> frozenset[str]:

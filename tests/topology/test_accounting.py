@@ -44,3 +44,10 @@ def test_the_pods_view_decides_where_it_has_one(host: HostRoot) -> None:
     got = zones(host, is_exclusive)
     assert got["node-1"]["cpu"] == ("24", "24", "24")
     assert {k: v for k, v in got.items() if k != "node-1"} == {k: v for k, v in by_hand().items() if k != "node-1"}
+
+
+def test_whole_cpu_quantities() -> None:
+    from nfd.topology.podwatch import whole_cpus
+
+    assert [whole_cpus(v) for v in ("2", "2000m", "2.0", 4, "36000m")] == [True] * 5
+    assert [whole_cpus(v) for v in ("1.5", "500m", "0", "1500m", "abc", "", "-2", "2.5m")] == [False] * 8
