@@ -111,8 +111,11 @@ class Updater:
         last_write = -interval
         while not self._stop.is_set():
             self._nudged.clear()
-            if self.run_once():
-                last_write = time.monotonic()
+            try:
+                if self.run_once():
+                    last_write = time.monotonic()
+            except Exception:  # a bug in one pass must not end the agent: log it, go on
+                log.exception("topology pass failed")
             self._nudged.wait(interval)
             if self._stop.is_set():
                 break
