@@ -44,14 +44,6 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError("--node-name (or $NODE_NAME) is required")
     if not args.interval > 0:
         raise CliError(f"--interval {args.interval}: must be positive")
-    if args.kubelet_config:
-        from nfd.topology import kubeletconfig
-
-        try:
-            kubeletconfig.load(args.kubelet_config)
-        except kubeletconfig.PolicyError as e:
-            # Not fatal: the policy may be fixed while we run; the object goes out without it.
-            log.warning("%s; publishing without the Topology Manager attributes", e)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,9 +60,13 @@ def run(args: argparse.Namespace) -> int:
         interval=args.interval,
     )
     if args.no_publish:
+        shown: list[str] = []
 
         def show(obj: dict[str, Any]) -> bool:
-            print(json.dumps(obj, indent=2), flush=True)
+            text = json.dumps(obj, indent=2)
+            if shown[-1:] != [text]:  # like a write: only when it changed
+                print(text, flush=True)
+                shown[:] = [text]
             return False
 
         updater = Updater(settings, publish=show)

@@ -81,3 +81,20 @@ def test_missing_socket_in_oneshot_is_exit_1_with_one_line(tmp_path: Path) -> No
     assert p.returncode == 1
     lines = [ln for ln in p.stderr.splitlines() if "none.sock" in ln]
     assert len(lines) == 1 and "no such socket" in lines[0], p.stderr
+
+
+def test_unknown_policy_is_one_line_and_the_object_still_goes_out(
+    host: HostRoot, kubelet: PodResourcesStandIn, tmp_path: Path
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("topologyManagerPolicy: numa-magic\n")
+    p = nfd(
+        "topology-updater", "--node-name", NODE, "--no-publish", "--oneshot",
+        "--host-root", str(Path(host.sys).parent), "--podresources-socket", str(kubelet.socket),
+        "--kubelet-config", str(config),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if "numa-magic" in ln]
+    assert len(lines) == 1 and str(config) in lines[0] and "topologyManagerPolicy" in lines[0], p.stderr
+    obj = json.loads(p.stdout)
+    assert "attributes" not in obj and len(obj["zones"]) == 8
