@@ -43,7 +43,9 @@ def test_the_pods_view_decides_where_it_has_one(host: HostRoot) -> None:
 
     got = zones(host, is_exclusive)
     assert got["node-1"]["cpu"] == ("24", "24", "24")
-    assert {k: v for k, v in got.items() if k != "node-1"} == {k: v for k, v in by_hand().items() if k != "node-1"}
+    assert {k: v for k, v in got.items() if k != "node-1"} == {
+        k: v for k, v in by_hand().items() if k != "node-1"
+    }
 
 
 def test_whole_cpu_quantities() -> None:

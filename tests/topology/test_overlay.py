@@ -40,7 +40,9 @@ def test_only_the_updater_gets_an_api_token(docs: list[dict[str, Any]]) -> None:
     spec = pod_spec(find(docs, "DaemonSet", "nfd-worker"))
     assert spec["automountServiceAccountToken"] is False
     token_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
-    holders = [c["name"] for c in spec["containers"] if any(m["mountPath"] == token_dir for m in c["volumeMounts"])]
+    holders = [
+        c["name"] for c in spec["containers"] if any(m["mountPath"] == token_dir for m in c["volumeMounts"])
+    ]
     assert holders == ["nfd-topology-updater"]
     (vol,) = [v for v in spec["volumes"] if v["name"] == "api-token"]
     sources = vol["projected"]["sources"]
@@ -49,7 +51,12 @@ def test_only_the_updater_gets_an_api_token(docs: list[dict[str, Any]]) -> None:
 
 def test_rbac_is_exactly_what_the_updater_calls(docs: list[dict[str, Any]]) -> None:
     role = find(docs, "ClusterRole", "nfd-topology-updater")
-    rules = {(g, r): sorted(rule["verbs"]) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    rules = {
+        (g, r): sorted(rule["verbs"])
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
     assert rules == {
         ("topology.node.k8s.io", "noderesourcetopologies"): ["create", "get", "update"],
         ("", "pods"): ["list", "watch"],
@@ -58,7 +65,11 @@ def test_rbac_is_exactly_what_the_updater_calls(docs: list[dict[str, Any]]) -> N
     binding = find(docs, "ClusterRoleBinding", "nfd-topology-updater")
     ds = find(docs, "DaemonSet", "nfd-worker")
     assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": pod_spec(ds)["serviceAccountName"], "namespace": ds["metadata"]["namespace"]}
+        {
+            "kind": "ServiceAccount",
+            "name": pod_spec(ds)["serviceAccountName"],
+            "namespace": ds["metadata"]["namespace"],
+        }
     ]
 
 
