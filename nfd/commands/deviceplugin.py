@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nfd.deviceplugin.inventory import ResourceState
+    from nfd.devices.inventory import ResourceState
     from nfd.features import Features
     from nfd.hostroot import HostRoot
 
@@ -75,7 +75,8 @@ def _features(args: argparse.Namespace, host: HostRoot) -> Features:
 def _print_check(states: list[ResourceState]) -> None:
     for s in states:
         print(
-            f"{s.name}: {len(s.physical_ids)} device(s), {len(s.slots)} allocatable ({s.res.kind.describe(s.res.selector)})"
+            f"{s.name}: {len(s.physical_ids)} device(s), {s.healthy_slots()} of {len(s.slots)} allocatable"
+            f" ({s.res.kind.describe(s.res.selector)})"
         )
         for (pid, d), reason in zip(s.devices(), s.reasons(), strict=True):
             numa = "-" if d.numa_node is None else str(d.numa_node)
@@ -87,9 +88,9 @@ def _print_check(states: list[ResourceState]) -> None:
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
     from nfd.commands._common import host_root
-    from nfd.deviceplugin.config import load_config
-    from nfd.deviceplugin.inventory import build_states
-    from nfd.deviceplugin.model import ConfigError
+    from nfd.devices.config import load_config
+    from nfd.devices.inventory import build_states
+    from nfd.devices.model import ConfigError
 
     try:
         config = load_config(args.config)

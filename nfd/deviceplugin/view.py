@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nfd.deviceplugin.config import PluginConfig, load_config
+from nfd.devices.config import PluginConfig, load_config
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 
@@ -22,8 +22,8 @@ def declared_resources(config: PluginConfig | str | Path) -> list[str]:
 
 def served_resources(config: PluginConfig | str | Path, *, features: Features, host: HostRoot) -> list[str]:
     """Sorted names of the resources that have devices here. ``config`` may be a path;
-    a bad config raises :class:`nfd.deviceplugin.model.ConfigError`."""
-    from nfd.deviceplugin.inventory import build_states
+    a bad config raises :class:`nfd.devices.model.ConfigError`."""
+    from nfd.devices.inventory import build_states
 
     cfg = config if isinstance(config, PluginConfig) else load_config(config)
     try:

@@ -335,7 +335,7 @@ def test_dockerfile_installs_this_package_as_a_non_root_nfd_entrypoint() -> None
 
 
 def test_device_plugin_config_map_is_a_valid_plugin_config(built: dict[str, list[dict[str, Any]]]) -> None:
-    from nfd.deviceplugin.config import parse_config
+    from nfd.devices.config import parse_config
 
     docs = built["device-plugins"]
     cm = find(docs, "ConfigMap", "nfd-device-plugin-conf")

@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from nfd.deviceplugin.kinds import DeviceKind, KindRegistry, default_kinds
-from nfd.deviceplugin.model import ConfigError
+from nfd.devices.kinds import DeviceKind, KindRegistry, default_kinds
+from nfd.devices.model import ConfigError
 from nfd.policy import qualified_name_error
 
 _TOP_KEYS = ("resources",)
@@ -252,7 +252,7 @@ def _mount(raw: Any, where: str, fields: frozenset[str]) -> MountTemplate:
 
 
 def _cdi(raw: Any, where: str, resource: str) -> tuple[str | None, str]:
-    from nfd.deviceplugin.cdi import CDI_VERSION, CDI_VERSIONS
+    from nfd.devices.cdi import CDI_VERSION, CDI_VERSIONS
 
     if raw is False or raw is None:
         return None, CDI_VERSION
