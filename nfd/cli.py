@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "worker": ("nfd.commands.worker", "node agent: discover and keep the master current"),
     "master": ("nfd.commands.master", "label nodes and advertise resources via the API server"),
     "device-plugin": ("nfd.commands.deviceplugin", "serve kubelet's device-plugin API"),
+    "dra": ("nfd.commands.dra", "publish ResourceSlices and serve kubelet's DRA plugin API"),
     "rules": ("nfd.commands.rules", "work with NodeFeatureRule objects offline"),
 }
 

@@ -46,7 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def _features(args: argparse.Namespace, host: HostRoot) -> Features:
+def features_for(args: argparse.Namespace, host: HostRoot, sources: tuple[str, ...] = ("pci", "usb")) -> Features:
+    """``--features`` when given, else what the named sources discover on ``host``."""
     from nfd.cli import CliError
     from nfd.features import FeatureFormatError, Features
 
@@ -68,8 +69,7 @@ def _features(args: argparse.Namespace, host: HostRoot) -> Features:
     from nfd.discover import discover
     from nfd.sources import default_registry
 
-    sources = default_registry().select(["pci", "usb"])
-    return discover(sources, host, SourcesConfig()).features
+    return discover(default_registry().select(list(sources)), host, SourcesConfig()).features
 
 
 def _print_check(states: list[ResourceState]) -> None:
@@ -88,7 +88,7 @@ def _print_check(states: list[ResourceState]) -> None:
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
     from nfd.commands._common import host_root
-    from nfd.devices.config import load_config
+    from nfd.devices.config import DEVICE_PLUGIN, load_config
     from nfd.devices.inventory import build_states
     from nfd.devices.model import ConfigError
 
@@ -99,7 +99,10 @@ def run(args: argparse.Namespace) -> int:
     if args.poll_interval <= 0:
         raise CliError("--poll-interval must be positive")
     host = host_root(args.host_root)
-    states, warnings = build_states(config.resources, features=_features(args, host), host=host)
+    resources = config.served_by(DEVICE_PLUGIN)
+    states, warnings = build_states(resources, features=features_for(args, host), host=host)
+    if len(resources) < len(config.resources):
+        log.info("%d resource(s) are served through DRA (nfd dra), not here", len(config.resources) - len(resources))
     if not config.resources:
         warnings.append(f"{args.config} declares no resources; nothing to serve")
     if args.check:

@@ -286,7 +286,9 @@ NODE_FEATURE_GROUPS = ResourceType(
     validate=_validate_meta("NodeFeatureGroup", NFD_GROUP),
 )
 
-ALL_TYPES = (NODES, PODS, LEASES, NODE_FEATURE_RULES, NODE_FEATURES, NODE_FEATURE_GROUPS)
+from .resource_dra import DRA_TYPES  # noqa: E402  (it builds on the helpers above)
+
+ALL_TYPES = (NODES, PODS, LEASES, NODE_FEATURE_RULES, NODE_FEATURES, NODE_FEATURE_GROUPS, *DRA_TYPES)
 BY_PATH: dict[tuple[str, str, str], ResourceType] = {(t.group, t.version, t.plural): t for t in ALL_TYPES}
 
 
