@@ -78,7 +78,9 @@ def _attribute_causes(path: str, name: str, value: Any) -> Causes:
         if not isinstance(v, str):
             return [(f"{path}[{name}].{kinds[0]}", str(v), "must be a string")]
         if len(v) > MAX_VALUE_LEN:
-            return [(f"{path}[{name}].{kinds[0]}", v, f"Too long: may not be more than {MAX_VALUE_LEN} bytes")]
+            return [
+                (f"{path}[{name}].{kinds[0]}", v, f"Too long: may not be more than {MAX_VALUE_LEN} bytes")
+            ]
         if kinds[0] == "version" and not _SEMVER.match(v):
             return [(f"{path}[{name}].version", v, "must be a string compatible with semver.org spec 2.0.0")]
     return []
@@ -104,7 +106,11 @@ def _device_causes(path: str, dev: Any) -> Causes:
             causes.append((f"{path}.capacity[{name}].value", str(q), "must be a quantity"))
     if len(attrs) + len(capacity) > MAX_ATTRS_AND_CAPACITY:
         causes.append(
-            (path, "", f"Too many: {len(attrs) + len(capacity)}: must have at most {MAX_ATTRS_AND_CAPACITY} attributes and capacities combined")
+            (
+                path,
+                "",
+                f"Too many: {len(attrs) + len(capacity)}: must have at most {MAX_ATTRS_AND_CAPACITY} attributes and capacities combined",
+            )
         )
     if len(dev.get("taints") or []) > 16:
         causes.append((f"{path}.taints", "", "Too many: must have at most 16 items"))
@@ -119,10 +125,15 @@ def _validate_slice(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         causes.append(("spec.driver", str(spec.get("driver")), err))
     pool = spec.get("pool") or {}
     name = pool.get("name")
-    if not isinstance(name, str) or not name or len(name) > 253 or any(
-        _subdomain_error(p) for p in name.split("/")
+    if (
+        not isinstance(name, str)
+        or not name
+        or len(name) > 253
+        or any(_subdomain_error(p) for p in name.split("/"))
     ):
-        causes.append(("spec.pool.name", str(name), "must be one or more DNS sub-domains separated by slashes"))
+        causes.append(
+            ("spec.pool.name", str(name), "must be one or more DNS sub-domains separated by slashes")
+        )
     gen, count = pool.get("generation"), pool.get("resourceSliceCount")
     if isinstance(gen, bool) or not isinstance(gen, int) or gen < 0:
         causes.append(("spec.pool.generation", str(gen), "must be greater than or equal to 0"))
@@ -131,7 +142,11 @@ def _validate_slice(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
     chosen = [k for k in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection") if spec.get(k)]
     if len(chosen) != 1:
         causes.append(
-            ("spec", "", "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required")
+            (
+                "spec",
+                "",
+                "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required",
+            )
         )
     if old is not None:
         old_spec = old.get("spec") or {}
@@ -176,12 +191,16 @@ def _validate_claim(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
             causes.append((path, "", "exactly one of `exactly` or `firstAvailable` is required"))
         exactly = req.get("exactly") or {}
         if "exactly" in req and _subdomain_error(exactly.get("deviceClassName")):
-            causes.append((f"{path}.exactly.deviceClassName", str(exactly.get("deviceClassName")), "Required value"))
+            causes.append(
+                (f"{path}.exactly.deviceClassName", str(exactly.get("deviceClassName")), "Required value")
+            )
     results = (((obj.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
     for i, r in enumerate(results):
         path = f"status.allocation.devices.results[{i}]"
         if r.get("request") not in names and str(r.get("request", "")).split("/")[0] not in names:
-            causes.append((f"{path}.request", str(r.get("request")), "must be the name of a request in the claim"))
+            causes.append(
+                (f"{path}.request", str(r.get("request")), "must be the name of a request in the claim")
+            )
         for key, check in (("driver", lambda v: _subdomain_error(v, 63)), ("device", _label_error)):
             err = check(r.get(key))
             if err:
@@ -203,7 +222,13 @@ def _validate_class(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         if not isinstance(expr, str) or not expr.strip():
             causes.append((f"spec.selectors[{i}].cel.expression", "", "Required value"))
         elif len(expr) > MAX_CEL_LEN:
-            causes.append((f"spec.selectors[{i}].cel.expression", "", f"Too long: may not be more than {MAX_CEL_LEN} bytes"))
+            causes.append(
+                (
+                    f"spec.selectors[{i}].cel.expression",
+                    "",
+                    f"Too long: may not be more than {MAX_CEL_LEN} bytes",
+                )
+            )
     ext = spec.get("extendedResourceName")
     if ext is not None:
         domain = str(ext).partition("/")[0]
