@@ -126,7 +126,7 @@ def test_every_container_is_locked_down(built: dict[str, list[dict[str, Any]]], 
             assert sc["capabilities"]["drop"] == ["ALL"], where
             assert "add" not in sc["capabilities"], where
             assert "privileged" not in sc or sc["privileged"] is False, where
-            if c["name"] != "nfd-device-plugin":  # the one exception, explained in its overlay
+            if c["name"] not in ("nfd-device-plugin", "nfd-dra"):  # exceptions, explained in their overlays
                 non_root = sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot"))
                 assert non_root is True, where
                 assert sc.get("runAsUser", pod_sc.get("runAsUser", 0)) != 0, where
