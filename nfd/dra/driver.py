@@ -69,8 +69,9 @@ class SliceLoop:
                     self.published.set()
                     if force:
                         next_resync = now + self.resync
-                except PublishError as e:
-                    log.error("%s; retry in %.1f s", e, backoff)
+                except Exception as e:  # PublishError, or a bug: the loop must go on
+                    why = str(e) if isinstance(e, PublishError) else f"{type(e).__name__}: {e}"
+                    log.error("%s; retry in %.1f s", why, backoff)
                     retry_at = now + backoff
                     backoff = min(backoff * 2, BACKOFF_MAX)
             self._stop.wait(self.interval)

@@ -15,10 +15,18 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from urllib3.exceptions import HTTPError
+
 from nfd.dra.prepare import ClaimError
 from nfd.dra.slices import pool_slices
 
 log = logging.getLogger("nfd.dra")
+
+
+def _reason(e: BaseException) -> str:
+    """urllib3 wraps the cause (connection refused, timeout) in a long retry message."""
+    cause = getattr(e, "reason", None) or e
+    return str(cause).splitlines()[0]
 
 
 class PublishError(Exception):
@@ -86,8 +94,8 @@ class SlicePublisher:
                 writes += 1
         except ApiException as e:
             raise PublishError(f"ResourceSlices for node {self.node}: HTTP {e.status}: {_why(e)}") from None
-        except OSError as e:  # urllib3's connection errors are OSErrors
-            raise PublishError(f"ResourceSlices for node {self.node}: API server unreachable: {e}") from None
+        except (OSError, HTTPError) as e:
+            raise PublishError(f"ResourceSlices for node {self.node}: API server unreachable: {_reason(e)}") from None
         self.writes += writes
         self._synced = wanted
         log.info(
@@ -142,7 +150,7 @@ class ClaimReaderApi:
             resp = self.api.read_namespaced_resource_claim(name, namespace, _preload_content=False)
         except ApiException as e:
             raise ClaimError(f"claim {namespace}/{name}: HTTP {e.status}: {_why(e)}") from None
-        except OSError as e:
-            raise ClaimError(f"claim {namespace}/{name}: API server unreachable: {e}") from None
+        except (OSError, HTTPError) as e:
+            raise ClaimError(f"claim {namespace}/{name}: API server unreachable: {_reason(e)}") from None
         claim: dict[str, Any] = json.loads(resp.data)
         return claim
