@@ -50,6 +50,16 @@ def version(text: str) -> str | None:
     return v if _SEMVER.match(v) else None
 
 
+def binary_quantity(n: int) -> str:
+    """Bytes as the API server writes a quantity back (``2048Mi`` -> ``2Gi``): compared
+    with what is stored, any other spelling would look like a change on every re-sync."""
+    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        unit = 2 ** (10 * ("KMGTPE".index(suffix[0]) + 1))
+        if n and n % unit == 0:
+            return f"{n // unit}{suffix}"
+    return str(n)
+
+
 def _by(features: Features, name: str, key: str) -> dict[str, Mapping[str, str]]:
     return {i[key]: i for i in features.instances.get(name, []) if i.get(key)}
 
@@ -123,7 +133,7 @@ class AttributeSource:
             attrs["migProfile"] = {"string": mig["profile"]}
         memory = (mig or gpu).get("memory", "")
         if memory.isdigit():
-            cap["memory"] = {"value": f"{memory}Mi"}
+            cap["memory"] = {"value": binary_quantity(int(memory) * 2**20)}
         drv = self.nvidia_driver.get("driver_version", "")
         if drv:
             # NVIDIA versions like 535.104.05 are not semantic versions (leading zero).

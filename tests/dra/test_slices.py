@@ -11,7 +11,7 @@ from dra.claims import DRIVER, NODE
 from nfd.deviceplugin.view import served_resources
 from nfd.devices.config import DEVICE_PLUGIN, DRA, parse_config
 from nfd.devices.model import FoundDevice
-from nfd.dra.attributes import AttributeSource, pcie_root
+from nfd.dra.attributes import AttributeSource, binary_quantity, pcie_root
 from nfd.dra.classes import device_classes
 from nfd.dra.publisher import SlicePublisher
 from nfd.dra.slices import device_name, pool_slices, slice_name
@@ -159,3 +159,11 @@ def test_one_view_dra_resources_are_not_the_device_plugins(fx: FixtureHost) -> N
             }
         }
     ]
+
+
+def test_capacity_is_written_as_the_api_server_stores_it() -> None:
+    assert binary_quantity(81559 * 2**20) == "81559Mi"
+    assert binary_quantity(80 * 2**30) == "80Gi"
+    assert binary_quantity(2048 * 2**20) == "2Gi"
+    assert binary_quantity(1536) == "1536"
+    assert binary_quantity(0) == "0"
