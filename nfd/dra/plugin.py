@@ -52,6 +52,9 @@ class DraService(dra_grpc.DRAPluginServicer):
             except ClaimError as e:
                 log.warning("NodePrepareResources: %s", e)
                 out.error = str(e)
+            except Exception as e:  # a bug must cost this claim only
+                log.exception("NodePrepareResources: claim %s/%s", c.namespace, c.name)
+                out.error = f"claim {c.namespace}/{c.name}: internal error: {type(e).__name__}: {e}"
         return resp
 
     def NodeUnprepareResources(
@@ -65,6 +68,9 @@ class DraService(dra_grpc.DRAPluginServicer):
             except ClaimError as e:
                 log.warning("NodeUnprepareResources: %s", e)
                 out.error = str(e)
+            except Exception as e:  # a bug must cost this claim only
+                log.exception("NodeUnprepareResources: claim %s/%s", c.namespace, c.name)
+                out.error = f"claim {c.namespace}/{c.name}: internal error: {type(e).__name__}: {e}"
         return resp
 
 

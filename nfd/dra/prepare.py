@@ -90,28 +90,40 @@ class Preparer:
     def prepare(self, namespace: str, uid: str, name: str) -> tuple[PreparedDevice, ...]:
         with self._lock:
             done = self.claims.get(uid)
-            if done is not None:
+        if done is not None:
+            return done.devices
+        # Reading the claim and checking its devices take no lock: kubelet prepares the
+        # claims of different pods at once.
+        where = f"claim {namespace}/{name}"
+        claim = self.read_claim(namespace, name)
+        have_uid = (claim.get("metadata") or {}).get("uid")
+        if have_uid != uid:
+            raise ClaimError(f"{where} has UID {have_uid}, not {uid} (deleted and created again?)")
+        by_device: dict[str, list[str]] = {}
+        for r in self._my_results(claim, where):
+            by_device.setdefault(str(r["device"]), []).append(str(r["request"]))
+        found: list[tuple[str, FoundDevice]] = []
+        for dev_name in by_device:
+            dev, why = self.inventory.usable(dev_name)
+            if dev is None:
+                raise ClaimError(f"{where}: {why}")
+            found.append((dev_name, dev))
+        with self._lock:
+            done = self.claims.get(uid)
+            if done is not None:  # a concurrent call for the same claim got there first
                 return done.devices
-            where = f"claim {namespace}/{name}"
-            claim = self.read_claim(namespace, name)
-            have_uid = (claim.get("metadata") or {}).get("uid")
-            if have_uid != uid:
-                raise ClaimError(f"{where} has UID {have_uid}, not {uid} (deleted and created again?)")
-            results = self._my_results(claim, where)
-            by_device: dict[str, list[str]] = {}
-            for r in results:
-                by_device.setdefault(str(r["device"]), []).append(str(r["request"]))
-            found: list[tuple[str, FoundDevice]] = []
-            for dev_name in by_device:
-                dev, why = self.inventory.usable(dev_name)
-                if dev is None:
-                    raise ClaimError(f"{where}: {why}")
-                found.append((dev_name, dev))
             prepared = self._write_spec(namespace, name, uid, found, by_device)
             self.claims[uid] = prepared
-            checkpoint.save(self.checkpoint_path, self.claims)
-            log.info("%s: prepared %s", where, ", ".join(by_device))
-            return prepared.devices
+            try:
+                checkpoint.save(self.checkpoint_path, self.claims)
+            except OSError as e:  # not remembered, so not prepared: undo, kubelet retries
+                del self.claims[uid]
+                self._spec_path(uid).unlink(missing_ok=True)
+                raise ClaimError(
+                    f"{where}: cannot save checkpoint {self.checkpoint_path}: {e.strerror or e}"
+                ) from None
+        log.info("%s: prepared %s", where, ", ".join(by_device))
+        return prepared.devices
 
     def _my_results(self, claim: dict[str, Any], where: str) -> list[dict[str, Any]]:
         allocation = (claim.get("status") or {}).get("allocation")
@@ -186,5 +198,10 @@ class Preparer:
                     f"claim {namespace}/{name}: cannot remove its CDI spec: {e.strerror or e}"
                 ) from None
             if self.claims.pop(uid, None) is not None:
-                checkpoint.save(self.checkpoint_path, self.claims)
+                try:
+                    checkpoint.save(self.checkpoint_path, self.claims)
+                except OSError as e:
+                    raise ClaimError(
+                        f"claim {namespace}/{name}: cannot save checkpoint {self.checkpoint_path}: {e.strerror or e}"
+                    ) from None
                 log.info("claim %s/%s: unprepared", namespace, name)

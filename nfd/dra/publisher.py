@@ -95,7 +95,9 @@ class SlicePublisher:
         except ApiException as e:
             raise PublishError(f"ResourceSlices for node {self.node}: HTTP {e.status}: {_why(e)}") from None
         except (OSError, HTTPError) as e:
-            raise PublishError(f"ResourceSlices for node {self.node}: API server unreachable: {_reason(e)}") from None
+            raise PublishError(
+                f"ResourceSlices for node {self.node}: API server unreachable: {_reason(e)}"
+            ) from None
         self.writes += writes
         self._synced = wanted
         log.info(

@@ -182,3 +182,39 @@ def test_reregisters_when_the_registry_dir_is_recreated(
     os.mkdir(dirs["registry"])
     assert wait_for(lambda: len(kubelet.registrations) == 2)
     assert driver.plugin.registrations == 2 and driver.plugin.registered.is_set()
+
+
+def test_concurrent_prepares_and_a_checkpoint_that_cannot_be_saved(
+    start_driver: Callable[..., DraDriver],
+    kubelet: DraKubelet,
+    fake_api_client: Any,
+    dirs: dict[str, Path],
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    driver = start_driver()
+    assert wait_for(lambda: DRIVER in kubelet.drivers)
+    claims = []
+    for i, dev in enumerate(
+        ["fpga-0000-3b-00-0", "fpga-0000-3c-00-0", "tty-ttys0", "tty-ttys1", "tty-ttys2"]
+    ):
+        c = create_claim(fake_api_client, "default", f"c{i}", device_class="x.example.com")
+        allocate(fake_api_client, c, [(DRIVER, NODE, dev)])
+        claims.append(("default", c["metadata"]["uid"], f"c{i}"))
+    with ThreadPoolExecutor(5) as pool:
+        answers = list(pool.map(lambda c: kubelet.prepare(DRIVER, c).claims[c[1]], claims))
+    assert [a.error for a in answers] == [""] * 5
+    assert sorted(driver.preparer.claims) == sorted(uid for _ns, uid, _n in claims)
+    assert len(list(dirs["cdi"].glob("*.json"))) == 5
+
+    # The checkpoint cannot be written (here: a directory where the file goes): the claim
+    # fails alone and is not left half prepared.
+    c = create_claim(fake_api_client, "default", "late", device_class="x.example.com")
+    allocate(fake_api_client, c, [(DRIVER, NODE, "tty-ttys3")])
+    ckpt = dirs["plugin"] / "checkpoint.json"
+    ckpt.unlink()
+    ckpt.mkdir()
+    uid = c["metadata"]["uid"]
+    err = kubelet.prepare(DRIVER, ("default", uid, "late")).claims[uid].error
+    assert err.startswith(f"claim default/late: cannot save checkpoint {ckpt}: ") and "\n" not in err
+    assert uid not in driver.preparer.claims and not (dirs["cdi"] / f"nfd-dra-{uid}.json").exists()
