@@ -74,6 +74,11 @@ def run(args: argparse.Namespace) -> int:
     node = args.node_name
     if not node:
         raise CliError("--node-name (or $NODE_NAME) is required: the pool is named after the node")
+    from nfd.devices.config import dns_subdomain_error
+
+    err = dns_subdomain_error(node)
+    if err:
+        raise CliError(f"--node-name: {err}")
     resources = config.served_by(DRA)
     host = host_root(args.host_root)
     states, warnings = build_states(

@@ -108,15 +108,19 @@ class PluginConfig:
         return tuple(r for r in self.resources if r.served_by == how)
 
 
-def driver_name_error(name: object) -> str | None:
-    """A DRA driver name is a DNS subdomain of at most 63 characters."""
+def dns_subdomain_error(name: object, max_len: int = 253) -> str | None:
     if not isinstance(name, str) or not name:
         return "expected a DNS subdomain like dra.example.com"
-    if len(name) > MAX_DRIVER_NAME:
-        return f"{name!r} is longer than {MAX_DRIVER_NAME} characters"
+    if len(name) > max_len:
+        return f"{name!r} is longer than {max_len} characters"
     if not all(_DNS_LABEL.match(p) for p in name.split(".")):
         return f"{name!r} is not a DNS subdomain (lower-case letters, digits, '-', dots between labels)"
     return None
+
+
+def driver_name_error(name: object) -> str | None:
+    """A DRA driver name is a DNS subdomain of at most 63 characters."""
+    return dns_subdomain_error(name, MAX_DRIVER_NAME)
 
 
 def extended_resource_error(name: str) -> str | None:

@@ -68,6 +68,16 @@ def test_bad_config_is_one_line(tmp_path: Path, config: dict[str, Any], expect: 
     assert line.startswith("nfd dra: error: ") and expect.format(cfg=cfg) in line
 
 
+def test_bad_node_name_is_one_line(tmp_path: Path) -> None:
+    cfg = tmp_path / "dra.yaml"
+    cfg.write_text("resources: []\n")
+    line = one_line_error(nfd("dra", "--config", str(cfg), "--check", "--node-name", "Node_A"))
+    assert (
+        line
+        == "nfd dra: error: --node-name: 'Node_A' is not a DNS subdomain (lower-case letters, digits, '-', dots between labels)"
+    )
+
+
 def test_selector_matching_nothing_warns_and_serves_the_rest(fx: FixtureHost, tmp_path: Path) -> None:
     feats = tmp_path / "features.json"
     feats.write_text(fx.features().to_json())
