@@ -9,6 +9,12 @@ import logging
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nfd.devices.inventory import ResourceState
+    from nfd.features import Features
+    from nfd.hostroot import HostRoot
 
 log = logging.getLogger("nfd.dra")
 
@@ -43,6 +49,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="device health poll interval (default 0.2)",
     )  # fmt: skip
     p.add_argument(
+        "--rediscover-interval", metavar="SECONDS", type=float, default=10.0,
+        help="look for devices plugged in or removed this often (default 10; 0: never)",
+    )  # fmt: skip
+    p.add_argument(
         "--check", action="store_true", help="print the ResourceSlices this node would publish, and exit"
     )
     p.add_argument(
@@ -71,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.poll_interval <= 0:
         raise CliError("--poll-interval must be positive")
+    if args.rediscover_interval < 0:
+        raise CliError("--rediscover-interval must be 0 (never) or positive")
     node = args.node_name
     if not node:
         raise CliError("--node-name (or $NODE_NAME) is required: the pool is named after the node")
@@ -81,9 +93,13 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--node-name: {err}")
     resources = config.served_by(DRA)
     host = host_root(args.host_root)
-    states, warnings = build_states(
-        resources, features=(feats := features_for(args, host, ("pci", "usb", "gpu"))), host=host
-    )
+
+    def discover() -> tuple[list[ResourceState], Features, HostRoot]:
+        feats = features_for(args, host, ("pci", "usb", "gpu"))
+        return build_states(resources, features=feats, host=host)[0], feats, host
+
+    feats = features_for(args, host, ("pci", "usb", "gpu"))
+    states, warnings = build_states(resources, features=feats, host=host)
     if not resources:
         warnings.append(f"{args.config} marks no resource servedBy: dra; publishing an empty pool")
 
@@ -116,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         driver = DraDriver(
             states, inventory, api_client=api_client, driver=config.driver_name, node=node,
             plugin_dir=plugin_dir, registry_dir=args.registry_dir, cdi_dir=args.cdi_dir,
-            poll_interval=args.poll_interval,
+            poll_interval=args.poll_interval, rediscover=discover, rediscover_interval=args.rediscover_interval,
         )  # fmt: skip
         driver.start()
     except (OSError, ValueError) as e:

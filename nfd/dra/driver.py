@@ -12,6 +12,8 @@ from typing import Any
 from nfd.devices.health import HealthMonitor
 from nfd.devices.inventory import ResourceState
 from nfd.dra.slices import DraInventory
+from nfd.features import Features
+from nfd.hostroot import HostRoot
 
 log = logging.getLogger("nfd.dra")
 
@@ -77,6 +79,66 @@ class SliceLoop:
             self._stop.wait(self.interval)
 
 
+# A fresh discovery: the DRA resources' states, with the features and host they came from.
+Rediscover = Callable[[], tuple[Sequence[ResourceState], Features, HostRoot]]
+
+
+class Rediscovery:
+    """Runs discovery again every ``interval`` seconds; when the set of devices differs
+    (a device plugged in, one removed for good), the inventory serves the new set. A
+    resource whose devices are unchanged keeps its state (and its health history)."""
+
+    def __init__(
+        self, inventory: DraInventory, health: HealthMonitor, discover: Rediscover, *, interval: float
+    ) -> None:
+        self.inventory = inventory
+        self.health = health
+        self.discover = discover
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="nfd-dra-rediscover", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.once()
+            except Exception as e:  # a failed discovery keeps the current view
+                log.error("rediscovery: %s: %s", type(e).__name__, e)
+
+    def once(self) -> bool:
+        """One round; True when the served set changed."""
+        states, features, host = self.discover()
+        have = {s.name: s for s in self.inventory.states}
+        keep: list[ResourceState] = []
+        unused: list[ResourceState] = []
+        for s in states:
+            old = have.get(s.name)
+            if old is not None and old.physical_ids == s.physical_ids:
+                keep.append(old)
+                unused.append(s)
+            else:
+                keep.append(s)
+        if {(s.name, p) for s in keep for p in s.physical_ids} == self.inventory.devices_of():
+            for s in states:
+                s.close()
+            return False
+        log.info("rediscovery: the node's devices changed; publishing the new set")
+        gone = self.inventory.replace(keep, features=features, host=host)
+        self.health.states = list(keep)
+        for s in [*gone, *unused]:
+            s.close()
+        return True
+
+
 class DraDriver:
     """Everything ``nfd dra`` runs; ``api_client`` is a kubernetes ApiClient."""
 
@@ -93,6 +155,8 @@ class DraDriver:
         cdi_dir: str,
         poll_interval: float = 0.2,
         use_udev: bool = True,
+        rediscover: Rediscover | None = None,
+        rediscover_interval: float = 10.0,
     ) -> None:
         import os
 
@@ -116,6 +180,11 @@ class DraDriver:
         self.plugin = KubeletPlugin(
             self.preparer, driver=driver, plugin_dir=plugin_dir, registry_dir=registry_dir
         )
+        self.rediscovery = (
+            Rediscovery(inventory, self.health, rediscover, interval=rediscover_interval)
+            if rediscover is not None and rediscover_interval > 0
+            else None
+        )
         self._done = threading.Event()
         self._stopped = False
 
@@ -123,18 +192,22 @@ class DraDriver:
         self.health.start()
         self.slices.start()
         self.plugin.start()
+        if self.rediscovery is not None:
+            self.rediscovery.start()
 
     def stop(self) -> None:
         """Stop serving (slices and prepared claims stay: pods keep their devices)."""
         if self._stopped:
             return
         self._stopped = True
+        if self.rediscovery is not None:
+            self.rediscovery.stop()
         self.plugin.stop()
         self.slices.stop()
         self.health.stop()
-        for s in self.states:
+        for s in self.inventory.states:
             s.close()
-        for kind in {id(s.res.kind): s.res.kind for s in self.states}.values():
+        for kind in {id(s.res.kind): s.res.kind for s in self.inventory.states}.values():
             close = getattr(kind, "close", None)
             if callable(close):
                 try:

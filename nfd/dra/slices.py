@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,34 +61,65 @@ class DraDevice:
 
 
 class DraInventory:
-    """Every DRA resource's devices under their names, with health from the states."""
+    """Every DRA resource's devices under their names, with health from the states.
+
+    :meth:`replace` swaps in a new discovery's states (a device plugged in after the
+    start); readers always see one whole view."""
 
     def __init__(self, states: Sequence[ResourceState], *, features: Features, host: HostRoot) -> None:
-        self.states = list(states)
+        self._lock = threading.Lock()
+        self._swaps = 0
+        self.states, self.by_name = self._index(states, features, host)
+
+    @staticmethod
+    def _index(
+        states: Sequence[ResourceState], features: Features, host: HostRoot
+    ) -> tuple[list[ResourceState], dict[str, DraDevice]]:
         src = AttributeSource(features, host)
-        self.by_name: dict[str, DraDevice] = {}
-        for s in self.states:
+        by_name: dict[str, DraDevice] = {}
+        for s in states:
             for i, (pid, d) in enumerate(s.devices()):
                 name = device_name(s.name, pid)
-                if name in self.by_name:
+                if name in by_name:
                     raise ValueError(
                         f"{s.res.where}: device {pid} is also served as {name} by"
-                        f" {self.by_name[name].state.name}; a device is served once"
+                        f" {by_name[name].state.name}; a device is served once"
                     )
                 attrs, cap = src.build(resource=s.name, kind=s.res.kind.name, device=d)
-                self.by_name[name] = DraDevice(name, s, i, attrs, cap)
+                by_name[name] = DraDevice(name, s, i, attrs, cap)
+        return list(states), by_name
+
+    def devices_of(self) -> set[tuple[str, str]]:
+        """(resource, device ID) of every device, healthy or not."""
+        with self._lock:
+            return {(s.name, pid) for s in self.states for pid in s.physical_ids}
+
+    def replace(
+        self, states: Sequence[ResourceState], *, features: Features, host: HostRoot
+    ) -> list[ResourceState]:
+        """Serve ``states`` from now on; the states no longer served (to be closed)."""
+        new_states, by_name = self._index(states, features, host)
+        with self._lock:
+            old = [s for s in self.states if all(s is not n for n in new_states)]
+            self.states, self.by_name = new_states, by_name
+            self._swaps += 1
+        return old
 
     def version(self) -> tuple[int, ...]:
-        return tuple(s.version for s in self.states)
+        with self._lock:
+            return (self._swaps, *(s.version for s in self.states))
 
     def healthy(self) -> list[dict[str, Any]]:
         """The devices to publish now, sorted by name."""
-        reasons = {id(s): s.reasons() for s in self.states}
-        return [d.api() for n, d in sorted(self.by_name.items()) if reasons[id(d.state)][d.index] is None]
+        with self._lock:
+            states, by_name = self.states, self.by_name
+        reasons = {id(s): s.reasons() for s in states}
+        return [d.api() for n, d in sorted(by_name.items()) if reasons[id(d.state)][d.index] is None]
 
     def usable(self, name: str) -> tuple[FoundDevice | None, str | None]:
         """The device with the resource's edits, or why it cannot be prepared."""
-        d = self.by_name.get(name)
+        with self._lock:
+            d = self.by_name.get(name)
         if d is None:
             return None, f"device {name} is not on this node"
         d.state.refresh([d.index])

@@ -12,9 +12,11 @@ from dra.claims import DRIVER, NODE
 from dra.kubelet_dra import DraKubelet
 
 from nfd.devices.config import DRA, parse_config
-from nfd.devices.inventory import build_states
+from nfd.devices.inventory import ResourceState, build_states
 from nfd.dra.driver import DraDriver
 from nfd.dra.slices import DraInventory
+from nfd.features import Features
+from nfd.hostroot import HostRoot
 from tests.fakeapi import FakeApiServer
 
 
@@ -61,10 +63,22 @@ def start_driver(
     drivers: list[DraDriver] = []
     clients: list[Any] = []
 
-    def start(config: dict[str, Any] | None = None, *, node: str = NODE) -> DraDriver:
+    def start(
+        config: dict[str, Any] | None = None,
+        *,
+        node: str = NODE,
+        features: Callable[[], Features] | None = None,
+        rediscover_interval: float = 0.0,
+    ) -> DraDriver:
         cfg = parse_config(config or FPGA_CONFIG)
-        states, _warnings = build_states(cfg.served_by(DRA), features=fx.features(), host=fx.host)
-        inventory = DraInventory(states, features=fx.features(), host=fx.host)
+        feats = features or fx.features
+
+        def discover() -> tuple[list[ResourceState], Features, HostRoot]:
+            f = feats()
+            return build_states(cfg.served_by(DRA), features=f, host=fx.host)[0], f, fx.host
+
+        states, f, _host = discover()
+        inventory = DraInventory(states, features=f, host=fx.host)
         client = fake_api.api_client()
         clients.append(client)
         d = DraDriver(
@@ -78,6 +92,8 @@ def start_driver(
             cdi_dir=str(dirs["cdi"]),
             poll_interval=0.05,
             use_udev=False,
+            rediscover=discover,
+            rediscover_interval=rediscover_interval,
         )
         d.start()
         drivers.append(d)

@@ -16,6 +16,7 @@ from dra.claims import DRIVER, NODE, allocate, create_claim
 from dra.kubelet_dra import DraKubelet, wait_for
 
 from nfd.dra.driver import DraDriver
+from nfd.features import Features
 from tests.fakeapi import FakeApiServer
 
 
@@ -133,3 +134,30 @@ def test_no_write_when_nothing_changed_and_restart_replaces(
     assert [s["metadata"]["name"] for s in slices] == [f"{NODE}-nfd-node-kubernetes-io-0"]
     assert slices[0]["spec"]["pool"]["generation"] == 2
     assert "gone-device" not in published(fake_api)
+
+
+def test_a_device_plugged_in_later_is_published(
+    start_driver: Callable[..., DraDriver], fx: FixtureHost, fake_api: FakeApiServer
+) -> None:
+    new = {"address": "0000:d8:00.0", "vendor": "1172", "device": "5052", "class": "1200", "driver": "vfio-pci",
+           "numa_node": "1", "iommu_group": "77", "subsystem_vendor": "1172", "subsystem_device": "0001"}  # fmt: skip
+    plugged = False
+
+    def features() -> Features:
+        f = fx.features()
+        if plugged:
+            f.set_instances("pci.device", [*f.instances["pci.device"], new])
+        return f
+
+    driver = start_driver(features=features, rediscover_interval=0.05)
+    assert wait_for(lambda: "fpga-0000-3b-00-0" in published(fake_api))
+    assert "fpga-0000-d8-00-0" not in published(fake_api)
+    fx.add_pci("0000:d8:00.0", driver="vfio-pci", numa="1")
+    fx.touch("dev/vfio/77")
+    plugged = True
+    assert wait_for(lambda: "fpga-0000-d8-00-0" in published(fake_api), timeout=2.0)
+    assert published(fake_api)["fpga-0000-d8-00-0"]["attributes"]["numaNode"] == {"int": 1}
+    assert "fpga-0000-d8-00-0" in driver.inventory.by_name
+    # Health of the new device is watched like the others'.
+    fx.unbind("0000:d8:00.0")
+    assert wait_for(lambda: "fpga-0000-d8-00-0" not in published(fake_api), timeout=1.0)
