@@ -6,11 +6,13 @@ reach the slices."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from deviceplugin.fixtures import FixtureHost
 from dra.claims import DRIVER, NODE, allocate, create_claim
 from dra.kubelet_dra import DraKubelet, wait_for
@@ -161,3 +163,20 @@ def test_a_device_plugged_in_later_is_published(
     # Health of the new device is watched like the others'.
     fx.unbind("0000:d8:00.0")
     assert wait_for(lambda: "fpga-0000-d8-00-0" not in published(fake_api), timeout=1.0)
+
+
+def test_failed_writes_and_an_unreachable_api_server_are_retried(
+    start_driver: Callable[..., DraDriver], fake_api: FakeApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_api.faults.down(mode="reset")
+    with caplog.at_level(logging.ERROR, logger="nfd.dra"):
+        driver = start_driver()
+        assert wait_for(lambda: any("unreachable" in r.getMessage() for r in caplog.records))
+        fake_api.faults.up()
+        fake_api.faults.fail(500, times=2, method="POST")
+        assert driver.slices.published.wait(10)
+    assert len(published(fake_api)) == 8
+    messages = [r.getMessage() for r in caplog.records if r.name == "nfd.dra"]
+    assert all("\n" not in m for m in messages)
+    assert messages[0].startswith(f"ResourceSlices for node {NODE}: API server unreachable: ")
+    assert any(m.startswith(f"ResourceSlices for node {NODE}: HTTP 500: ") for m in messages)
