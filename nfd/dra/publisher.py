@@ -49,6 +49,9 @@ class SlicePublisher:
         self.node = node
         self.writes = 0  # creates, replaces and deletes made (benchmarks, tests)
         self._synced: list[dict[str, Any]] | None = None
+        # Our slices as last written (name -> resourceVersion) and their generation.
+        self._written: dict[str, str] | None = None
+        self._generation = 0
 
     def _existing(self) -> list[dict[str, Any]]:
         resp = self.api.list_resource_slice(
@@ -67,23 +70,31 @@ class SlicePublisher:
         if not force and self._synced == wanted:
             return 0
         try:
-            existing = {s["metadata"]["name"]: s for s in self._existing()}
-            generation = max(
-                (int(s["spec"]["pool"].get("generation", 0)) for s in existing.values()), default=0
-            )
-            same = pool_slices(wanted, driver=self.driver, node=self.node, generation=generation)
-            if existing and self._equal(same, existing):
-                self._synced = wanted
-                return 0
+            if not force and self._written is not None:
+                # What we wrote last is what is stored (a write by someone else makes ours
+                # fail with a conflict, and the next try reads the server): no list.
+                existing, generation = dict(self._written), self._generation
+            else:
+                listed = self._existing()
+                existing = {x["metadata"]["name"]: x["metadata"]["resourceVersion"] for x in listed}
+                generation = max((int(x["spec"]["pool"].get("generation", 0)) for x in listed), default=0)
+                same = pool_slices(wanted, driver=self.driver, node=self.node, generation=generation)
+                if listed and self._equal(same, {x["metadata"]["name"]: x for x in listed}):
+                    self._synced, self._written, self._generation = wanted, existing, generation
+                    return 0
+            self._written = None  # unknown until every write below went through
             slices = pool_slices(wanted, driver=self.driver, node=self.node, generation=generation + 1)
+            written: dict[str, str] = {}
             writes = 0
             for s in slices:
-                old = existing.pop(s["metadata"]["name"], None)
-                if old is None:
-                    self.api.create_resource_slice(s, _preload_content=False)
+                name = s["metadata"]["name"]
+                rv = existing.pop(name, None)
+                if rv is None:
+                    resp = self.api.create_resource_slice(s, _preload_content=False)
                 else:
-                    s["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
-                    self.api.replace_resource_slice(s["metadata"]["name"], s, _preload_content=False)
+                    s["metadata"]["resourceVersion"] = rv
+                    resp = self.api.replace_resource_slice(name, s, _preload_content=False)
+                written[name] = json.loads(resp.data)["metadata"]["resourceVersion"]
                 writes += 1
             for name in existing:  # left over from a larger pool or an older run
                 try:
@@ -98,6 +109,7 @@ class SlicePublisher:
             raise PublishError(
                 f"ResourceSlices for node {self.node}: API server unreachable: {_reason(e)}"
             ) from None
+        self._written, self._generation = written, generation + 1
         self.writes += writes
         self._synced = wanted
         log.info(
@@ -133,7 +145,7 @@ class SlicePublisher:
                 n += 1
         except ApiException as e:
             raise PublishError(f"ResourceSlices for node {self.node}: HTTP {e.status}: {_why(e)}") from None
-        self._synced = None
+        self._synced = self._written = None
         return n
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from deviceplugin.fixtures import FixtureHost
 from dra.claims import DRIVER, NODE
 
@@ -13,7 +14,7 @@ from nfd.devices.config import DEVICE_PLUGIN, DRA, parse_config
 from nfd.devices.model import FoundDevice
 from nfd.dra.attributes import AttributeSource, binary_quantity, pcie_root
 from nfd.dra.classes import device_classes
-from nfd.dra.publisher import SlicePublisher
+from nfd.dra.publisher import PublishError, SlicePublisher
 from nfd.dra.slices import device_name, pool_slices, slice_name
 from nfd.features import Features
 from nfd.hostroot import HostRoot
@@ -167,3 +168,23 @@ def test_capacity_is_written_as_the_api_server_stores_it() -> None:
     assert binary_quantity(2048 * 2**20) == "2Gi"
     assert binary_quantity(1536) == "1536"
     assert binary_quantity(0) == "0"
+
+
+def test_a_change_is_written_without_listing_and_a_conflict_reads_again(
+    fake_api: FakeApiServer, fake_api_client: Any
+) -> None:
+    pub = SlicePublisher(fake_api_client, driver=DRIVER, node=NODE)
+    pub.sync(devices(10))
+    lists = fake_api.log.count(verb="list", resource="resourceslices.resource.k8s.io")
+    assert pub.sync(devices(9)) == 1
+    assert fake_api.log.count(verb="list", resource="resourceslices.resource.k8s.io") == lists
+    # Someone else edits our slice: our next write conflicts, and the retry reads first.
+    name = slice_name(NODE, DRIVER, 0)
+    fake_api.objects.modify(
+        "resourceslices", name, lambda o: o["metadata"].setdefault("labels", {}).update(x="y")
+    )
+    with pytest.raises(PublishError, match="HTTP 409"):
+        pub.sync(devices(8))
+    assert pub.sync(devices(8)) == 1
+    [stored] = fake_api.objects.list("resourceslices")
+    assert len(stored["spec"]["devices"]) == 8 and stored["spec"]["pool"]["generation"] == 3
