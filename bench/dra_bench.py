@@ -41,6 +41,7 @@ import grpc  # noqa: E402
 from dra.claims import allocate, create_claim  # noqa: E402
 from dra.kubelet_dra import DraKubelet, wait_for  # noqa: E402
 
+from nfd.devices.cdi import write_json  # noqa: E402
 from nfd.devices.config import DRA, parse_config  # noqa: E402
 from nfd.devices.inventory import build_states  # noqa: E402
 from nfd.dra.api.dra.v1 import api_pb2 as dra_pb  # noqa: E402
@@ -230,6 +231,12 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
             print(
                 f"NodePrepareResources {label}: p50 {ms(pct(xs, 50))}, p99 {ms(pct(xs, 99))} ({len(xs)} calls)"
             )
+        floor = []
+        for i in range(50):  # what one flushed write costs on the checkpoint's disk
+            t = time.perf_counter()
+            write_json(tmp / "plugin" / f"floor-{i}.json", {"i": i})
+            floor.append(time.perf_counter() - t)
+        print(f"one fsynced file write on the checkpoint's disk: p50 {ms(statistics.median(floor))}")
         print(
             f"ratio nfd / do-nothing: p50 {pct(nfd_t, 50) / pct(ref_t, 50):.1f}x, p99 {pct(nfd_t, 99) / pct(ref_t, 99):.1f}x"
         )

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
         def run(self, args: argparse.Namespace) -> int: ...
 
+
 # command -> (module, one-line help). Each module has add_arguments(parser) and
 # run(args) -> int, and imports nothing heavy at module level.
 COMMANDS: dict[str, tuple[str, str]] = {

@@ -46,7 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def features_for(args: argparse.Namespace, host: HostRoot, sources: tuple[str, ...] = ("pci", "usb")) -> Features:
+def features_for(
+    args: argparse.Namespace, host: HostRoot, sources: tuple[str, ...] = ("pci", "usb")
+) -> Features:
     """``--features`` when given, else what the named sources discover on ``host``."""
     from nfd.cli import CliError
     from nfd.features import FeatureFormatError, Features
@@ -102,7 +104,10 @@ def run(args: argparse.Namespace) -> int:
     resources = config.served_by(DEVICE_PLUGIN)
     states, warnings = build_states(resources, features=features_for(args, host), host=host)
     if len(resources) < len(config.resources):
-        log.info("%d resource(s) are served through DRA (nfd dra), not here", len(config.resources) - len(resources))
+        log.info(
+            "%d resource(s) are served through DRA (nfd dra), not here",
+            len(config.resources) - len(resources),
+        )
     if not config.resources:
         warnings.append(f"{args.config} declares no resources; nothing to serve")
     if args.check:

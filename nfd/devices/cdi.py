@@ -85,10 +85,14 @@ def write_spec(
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON atomically (temp file, fsync, rename): a reader sees the
-    old file or the new one, never half of one."""
+    """Write ``data`` as JSON atomically (see :func:`write_atomic`)."""
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_atomic(path: Path, body: str) -> None:
+    """Write a file atomically (temp file, fsync, rename): a reader sees the old file or
+    the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = json.dumps(data, indent=2, sort_keys=True) + "\n"
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".nfd-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from nfd.devices.cdi import with_suppressed_unlink, write_json
+from nfd.devices.cdi import with_suppressed_unlink, write_atomic
 
 VERSION = 1
 
@@ -53,6 +54,12 @@ class PreparedClaim:
     name: str
     devices: tuple[PreparedDevice, ...]
 
+    @cached_property
+    def canonical(self) -> str:
+        """This claim's part of the checkpoint, serialized once (a save is then a join,
+        not a dump of every claim)."""
+        return _canonical(self.to_json())
+
     def to_json(self) -> dict[str, Any]:
         return {
             "namespace": self.namespace,
@@ -71,8 +78,12 @@ class PreparedClaim:
         )
 
 
-def _checksum(claims: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(claims, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+def _canonical(claims: dict[str, Any]) -> str:
+    return json.dumps(claims, sort_keys=True, separators=(",", ":"))
+
+
+def _checksum(canonical: str) -> str:
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def load(path: Path) -> dict[str, PreparedClaim]:
@@ -88,7 +99,7 @@ def load(path: Path) -> dict[str, PreparedClaim]:
         claims = data["claims"]
         if data.get("version") != VERSION:
             raise CheckpointError(f"checkpoint {path}: unknown version {data.get('version')!r}")
-        if data.get("checksum") != _checksum(claims):
+        if data.get("checksum") != _checksum(_canonical(claims)):
             raise CheckpointError(f"checkpoint {path}: checksum mismatch (the file was changed or cut short)")
         return {str(uid): PreparedClaim.from_json(c) for uid, c in claims.items()}
     except CheckpointError:
@@ -98,8 +109,9 @@ def load(path: Path) -> dict[str, PreparedClaim]:
 
 
 def save(path: Path, claims: dict[str, PreparedClaim]) -> None:
-    body = {uid: c.to_json() for uid, c in sorted(claims.items())}
-    write_json(path, {"version": VERSION, "checksum": _checksum(body), "claims": body})
+    # Equal to _canonical() of the whole mapping, which load() checks against.
+    body = "{" + ",".join(f"{json.dumps(uid)}:{c.canonical}" for uid, c in sorted(claims.items())) + "}"
+    write_atomic(path, f'{{"version":{VERSION},"checksum":"{_checksum(body)}","claims":{body}}}\n')
 
 
 def move_aside(path: Path) -> Path:

@@ -78,8 +78,6 @@ def family(major: int, minor: int) -> str:
     }.get(major, "undefined")
 
 
-
-
 def sanitise(part: str) -> str:
     """GFD's product-name cleaning: drop characters other than letters, digits, ``-_.``
     and space, then join the words with ``-`` ("NVIDIA H100 80GB HBM3" ->
