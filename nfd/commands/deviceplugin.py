@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
     from nfd.commands._common import host_root
     from nfd.devices.config import DEVICE_PLUGIN, load_config
-    from nfd.devices.inventory import build_states
+    from nfd.devices.inventory import build_served_states
     from nfd.devices.model import ConfigError
 
     try:
@@ -102,7 +102,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--poll-interval must be positive")
     host = host_root(args.host_root)
     resources = config.served_by(DEVICE_PLUGIN)
-    states, warnings = build_states(resources, features=features_for(args, host), host=host)
+    feats = features_for(args, host)
+    try:
+        states, warnings = build_served_states(config.resources, DEVICE_PLUGIN, features=feats, host=host)
+    except ConfigError as e:
+        raise CliError(f"config {args.config}: {e}") from None
     if len(resources) < len(config.resources):
         log.info(
             "%d resource(s) are served through DRA (nfd dra), not here",

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from nfd.commands._common import host_root
     from nfd.commands.deviceplugin import features_for
     from nfd.devices.config import DRA, load_config
-    from nfd.devices.inventory import build_states
+    from nfd.devices.inventory import build_served_states, build_states
     from nfd.devices.model import ConfigError
 
     try:
@@ -99,7 +99,10 @@ def run(args: argparse.Namespace) -> int:
         return build_states(resources, features=feats, host=host)[0], feats, host
 
     feats = features_for(args, host, ("pci", "usb", "gpu"))
-    states, warnings = build_states(resources, features=feats, host=host)
+    try:
+        states, warnings = build_served_states(config.resources, DRA, features=feats, host=host)
+    except ConfigError as e:
+        raise CliError(f"config {args.config}: {e}") from None
     if not resources:
         warnings.append(f"{args.config} marks no resource servedBy: dra; publishing an empty pool")
 

@@ -293,3 +293,38 @@ def build_states(
             )
         states.append(ResourceState(res, found, host))
     return states, warnings
+
+
+def device_key(d: FoundDevice) -> str:
+    """What identifies the hardware behind a device across kinds: a GPU kind's device and
+    a pci kind's device on the same function are one device."""
+    a = d.attributes
+    return a.get("pci_address") or a.get("address") or a.get("path") or d.id
+
+
+def build_served_states(
+    resources: Sequence[ResourceConfig], served_by: str, *, features: Features, host: HostRoot
+) -> tuple[list[ResourceState], list[str]]:
+    """The states of the resources served ``served_by`` (``devicePlugin`` or ``dra``),
+    with their warnings, after checking that no device is selected by a resource of the
+    other way too: a device is offered once (ConfigError naming both resources)."""
+    from nfd.devices.model import ConfigError
+
+    states, warnings = build_states(resources, features=features, host=host)
+    owner: dict[str, ResourceState] = {}
+    for s in states:
+        for _pid, d in s.devices():
+            other = owner.setdefault(device_key(d), s)
+            if other is not s and other.res.served_by != s.res.served_by:
+                s.close()
+                raise ConfigError(
+                    f"{s.res.where}: {s.name} ({s.res.served_by}) selects device {device_key(d)},"
+                    f" which {other.res.where} ({other.name}, {other.res.served_by}) serves too;"
+                    " a device is served one way only"
+                )
+    mine = [s for s in states if s.res.served_by == served_by]
+    for s in states:
+        if s.res.served_by != served_by:
+            s.close()
+    others = [r.where for r in resources if r.served_by != served_by]
+    return mine, [w for w in warnings if not any(w.startswith((o + ":", o + ".")) for o in others)]

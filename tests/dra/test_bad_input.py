@@ -228,3 +228,30 @@ def test_concurrent_prepares_and_a_checkpoint_that_cannot_be_saved(
     err = kubelet.prepare(DRIVER, ("default", uid, "late")).claims[uid].error
     assert err.startswith(f"claim default/late: cannot save checkpoint {ckpt}: ") and "\n" not in err
     assert uid not in driver.preparer.claims and not (dirs["cdi"] / f"nfd-dra-{uid}.json").exists()
+
+
+def test_a_device_selected_for_both_ways_is_refused_by_both_commands(fx: FixtureHost, tmp_path: Path) -> None:
+    feats = tmp_path / "features.json"
+    feats.write_text(fx.features().to_json())
+    cfg = tmp_path / "devices.yaml"
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "resources": [
+                    {"name": "example.com/fpga", "pci": {"vendor": "1172"}},
+                    {"name": "example.com/fpga-dra", "pci": {"address": "0000:3b:*"}, "servedBy": "dra"},
+                ]
+            }
+        )
+    )
+    common = ["--config", str(cfg), "--check", "--features", str(feats), "--host-root", str(fx.root)]
+    expect = (
+        "resources[1]: example.com/fpga-dra (dra) selects device 0000:3b:00.0, which resources[0]"
+        " (example.com/fpga, devicePlugin) serves too; a device is served one way only"
+    )
+    assert (
+        one_line_error(nfd("dra", *common, "--node-name", NODE)) == f"nfd dra: error: config {cfg}: {expect}"
+    )
+    assert (
+        one_line_error(nfd("device-plugin", *common)) == f"nfd device-plugin: error: config {cfg}: {expect}"
+    )
