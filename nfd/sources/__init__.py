@@ -28,6 +28,7 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+
 class DuplicateSourceError(ValueError):
     pass
 

@@ -99,6 +99,7 @@ def link_name(path: StrPath) -> str | None:
         return None
 
 
+
 def exists(path: StrPath) -> bool:
     return os.path.exists(path)
 

@@ -134,7 +134,9 @@ def features_dir(host: HostRoot, config: SourcesConfig) -> HostPath:
     return HostPath(d)
 
 
-def read_features_dir(directory: str | os.PathLike[str], now: Now, warn: Callable[[str], None]) -> ParsedFile:
+def read_features_dir(
+    directory: str | os.PathLike[str], now: Now, warn: Callable[[str], None]
+) -> ParsedFile:
     total = ParsedFile()
     if callable(now):  # one time for the whole directory, taken when first needed
         now = _once(now)
