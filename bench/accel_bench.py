@@ -20,10 +20,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nfd.config import GpuConfig, SourcesConfig
-from nfd.deviceplugin.config import parse_config
-from nfd.deviceplugin.inventory import build_states
-from nfd.deviceplugin.kinds import KindRegistry
-from nfd.deviceplugin.kinds.gpu import GpuKind
+from nfd.devices.config import parse_config
+from nfd.devices.inventory import build_states
+from nfd.devices.kinds import KindRegistry
+from nfd.devices.kinds.gpu import GpuKind
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.sources.fpga import FpgaSource

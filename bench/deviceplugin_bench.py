@@ -45,8 +45,8 @@ sys.path.insert(0, str(ROOT))
 from fixtures import FixtureHost  # noqa: E402
 from kubelet_standin import KubeletStandIn, short_tmpdir  # noqa: E402
 
-from nfd.deviceplugin.config import parse_config  # noqa: E402
-from nfd.deviceplugin.inventory import build_states  # noqa: E402
+from nfd.devices.config import parse_config  # noqa: E402
+from nfd.devices.inventory import build_states  # noqa: E402
 
 
 def pct(xs: list[float], p: float) -> float:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
         def run(self, args: argparse.Namespace) -> int: ...
 
+
 # command -> (module, one-line help). Each module has add_arguments(parser) and
 # run(args) -> int, and imports nothing heavy at module level.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -33,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "worker": ("nfd.commands.worker", "node agent: discover and keep the master current"),
     "master": ("nfd.commands.master", "label nodes and advertise resources via the API server"),
     "device-plugin": ("nfd.commands.deviceplugin", "serve kubelet's device-plugin API"),
+    "dra": ("nfd.commands.dra", "publish ResourceSlices and serve kubelet's DRA plugin API"),
     "rules": ("nfd.commands.rules", "work with NodeFeatureRule objects offline"),
     "topology-updater": ("nfd.commands.topologyupdater", "publish this node's NodeResourceTopology object"),
 }

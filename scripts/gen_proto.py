@@ -1,11 +1,11 @@
-"""Regenerate the gRPC API stubs: kubelet's device-plugin API and its PodResources API.
+"""Regenerate the kubelet API stubs (device plugin, plugin registration, DRA, PodResources) from their .proto files.
 
     python scripts/gen_proto.py            # rewrite the committed files in place
     python scripts/gen_proto.py --out DIR  # write the tree under DIR (freshness test)
 
 Needs grpcio-tools and mypy-protobuf (the ``test`` extra). The proto is compiled with the
 repository root as include path, so the generated modules import each other by their
-absolute package name (``nfd.deviceplugin.api.v1beta1``) and need no fix-up, and the
+absolute package name (``nfd.deviceplugin.api.v1beta1``, ``nfd.dra.api.dra.v1``) and need no fix-up, and the
 descriptor's file name is unique in protobuf's global pool.
 """
 
@@ -17,7 +17,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PROTOS = ("nfd/deviceplugin/api/v1beta1/api.proto", "nfd/topology/api/v1/api.proto")
+PROTOS = (
+    "nfd/deviceplugin/api/v1beta1/api.proto",
+    "nfd/dra/api/pluginregistration/v1/api.proto",
+    "nfd/dra/api/dra/v1/api.proto",
+    "nfd/topology/api/v1/api.proto",
+)
 # What one run writes, next to the proto.
 OUTPUTS = ("api_pb2.py", "api_pb2.pyi", "api_pb2_grpc.py", "api_pb2_grpc.pyi")
 
@@ -45,11 +50,11 @@ def generate(out: Path) -> list[Path]:
         f"--grpc_python_out={out}",
         f"--mypy_out={out}",
         f"--mypy_grpc_out={out}",
-        *(str(ROOT / proto) for proto in PROTOS),
+        *(str(ROOT / p) for p in PROTOS),
     ]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
-    return [out / Path(proto).parent / name for proto in PROTOS for name in OUTPUTS]
+    return [out / Path(p).parent / name for p in PROTOS for name in OUTPUTS]
 
 
 def main() -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nfd.deviceplugin.inventory import ResourceState
+    from nfd.devices.inventory import ResourceState
     from nfd.features import Features
     from nfd.hostroot import HostRoot
 
@@ -46,7 +46,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def _features(args: argparse.Namespace, host: HostRoot) -> Features:
+def features_for(
+    args: argparse.Namespace, host: HostRoot, sources: tuple[str, ...] = ("pci", "usb")
+) -> Features:
+    """``--features`` when given, else what the named sources discover on ``host``."""
     from nfd.cli import CliError
     from nfd.features import FeatureFormatError, Features
 
@@ -68,14 +71,14 @@ def _features(args: argparse.Namespace, host: HostRoot) -> Features:
     from nfd.discover import discover
     from nfd.sources import default_registry
 
-    sources = default_registry().select(["pci", "usb"])
-    return discover(sources, host, SourcesConfig()).features
+    return discover(default_registry().select(list(sources)), host, SourcesConfig()).features
 
 
 def _print_check(states: list[ResourceState]) -> None:
     for s in states:
         print(
-            f"{s.name}: {len(s.physical_ids)} device(s), {len(s.slots)} allocatable ({s.res.kind.describe(s.res.selector)})"
+            f"{s.name}: {len(s.physical_ids)} device(s), {s.healthy_slots()} of {len(s.slots)} allocatable"
+            f" ({s.res.kind.describe(s.res.selector)})"
         )
         for (pid, d), reason in zip(s.devices(), s.reasons(), strict=True):
             numa = "-" if d.numa_node is None else str(d.numa_node)
@@ -87,9 +90,9 @@ def _print_check(states: list[ResourceState]) -> None:
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
     from nfd.commands._common import host_root
-    from nfd.deviceplugin.config import load_config
-    from nfd.deviceplugin.inventory import build_states
-    from nfd.deviceplugin.model import ConfigError
+    from nfd.devices.config import DEVICE_PLUGIN, load_config
+    from nfd.devices.inventory import build_served_states
+    from nfd.devices.model import ConfigError
 
     try:
         config = load_config(args.config)
@@ -98,7 +101,17 @@ def run(args: argparse.Namespace) -> int:
     if args.poll_interval <= 0:
         raise CliError("--poll-interval must be positive")
     host = host_root(args.host_root)
-    states, warnings = build_states(config.resources, features=_features(args, host), host=host)
+    resources = config.served_by(DEVICE_PLUGIN)
+    feats = features_for(args, host)
+    try:
+        states, warnings = build_served_states(config.resources, DEVICE_PLUGIN, features=feats, host=host)
+    except ConfigError as e:
+        raise CliError(f"config {args.config}: {e}") from None
+    if len(resources) < len(config.resources):
+        log.info(
+            "%d resource(s) are served through DRA (nfd dra), not here",
+            len(config.resources) - len(resources),
+        )
     if not config.resources:
         warnings.append(f"{args.config} declares no resources; nothing to serve")
     if args.check:

@@ -115,9 +115,9 @@ def run(args: argparse.Namespace) -> int:
     if args.device_plugin_config:
         # The device plugin's own config reader and device matching (no gRPC in them):
         # a resource is reported while a device for it is present, as the plugin serves it.
-        from nfd.deviceplugin.config import load_config
-        from nfd.deviceplugin.model import ConfigError as PluginConfigError
         from nfd.deviceplugin.view import served_resources
+        from nfd.devices.config import load_config
+        from nfd.devices.model import ConfigError as PluginConfigError
 
         try:
             plugin_config = load_config(args.device_plugin_config)

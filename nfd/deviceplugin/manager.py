@@ -21,9 +21,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nfd.deviceplugin import cdi
-from nfd.deviceplugin.health import HealthMonitor
-from nfd.deviceplugin.inventory import ResourceState
 from nfd.deviceplugin.server import (
     KUBELET_SOCKET,
     MAX_SOCKET_PATH,
@@ -33,6 +30,9 @@ from nfd.deviceplugin.server import (
     file_id,
     socket_name,
 )
+from nfd.devices import cdi
+from nfd.devices.health import HealthMonitor
+from nfd.devices.inventory import ResourceState
 
 log = logging.getLogger("nfd.deviceplugin")
 

@@ -13,9 +13,9 @@ import grpc
 
 from nfd.deviceplugin.api.v1beta1 import api_pb2 as pb
 from nfd.deviceplugin.api.v1beta1 import api_pb2_grpc as pb_grpc
-from nfd.deviceplugin.inventory import AllocationError, DeviceStatus, ResourceState
-from nfd.deviceplugin.model import HEALTHY, UNHEALTHY
 from nfd.deviceplugin.preferred import preferred_allocation
+from nfd.devices.inventory import AllocationError, DeviceStatus, ResourceState
+from nfd.devices.model import HEALTHY, UNHEALTHY
 
 log = logging.getLogger("nfd.deviceplugin")
 

@@ -1,14 +1,18 @@
-"""Which extended resources the device plugin serves on this node, without gRPC.
+"""Which extended resources this node's devices are served under, without gRPC.
 
-The worker reports these to the master (``devicePluginResources``). A resource is served
-when its selector matches at least one device: the same rule the plugin process applies.
+The worker reports these to the master (``devicePluginResources``), which then never
+patches them as extended resources itself. A device-plugin resource is served when its
+selector matches at least one device: the same rule the plugin process applies. A
+resource served through DRA is always reported, with the extended resource name its
+DeviceClass maps: the scheduler serves that name from ResourceSlices, so the node must
+not advertise it a second way.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from nfd.deviceplugin.config import PluginConfig, load_config
+from nfd.devices.config import DEVICE_PLUGIN, PluginConfig, load_config
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 
@@ -22,13 +26,14 @@ def declared_resources(config: PluginConfig | str | Path) -> list[str]:
 
 def served_resources(config: PluginConfig | str | Path, *, features: Features, host: HostRoot) -> list[str]:
     """Sorted names of the resources that have devices here. ``config`` may be a path;
-    a bad config raises :class:`nfd.deviceplugin.model.ConfigError`."""
-    from nfd.deviceplugin.inventory import build_states
+    a bad config raises :class:`nfd.devices.model.ConfigError`."""
+    from nfd.devices.inventory import build_states
 
     cfg = config if isinstance(config, PluginConfig) else load_config(config)
+    dra = {n for r in cfg.resources if r.dra for n in (r.name, r.extended_resource_name) if n}
     try:
-        states, _warnings = build_states(cfg.resources, features=features, host=host)
-        return sorted(s.name for s in states if s.slots)
+        states, _warnings = build_states(cfg.served_by(DEVICE_PLUGIN), features=features, host=host)
+        return sorted({s.name for s in states if s.slots} | dra)
     finally:
         # Kinds may have opened something to look (an NVML handle): let them go.
         for kind in {id(r.kind): r.kind for r in cfg.resources}.values():

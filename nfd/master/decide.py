@@ -172,7 +172,7 @@ class Decider:
         for name in sorted(served & ers.keys()):
             del ers[name]
             rejected.setdefault("extendedResources", {})[name] = (
-                "served by a device plugin on this node; left to kubelet"
+                "served by a device plugin or DRA on this node; left to kubelet"
             )
         errors = [f"source {n}: {e}" for n, e in sorted(source_errors.items())]
         errors += [str(e) for e in out.errors]

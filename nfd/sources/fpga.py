@@ -17,15 +17,15 @@ Labels: ``fpga-device.present``/``.count`` and ``fpga-<vendor>.present``/``.coun
 from __future__ import annotations
 
 from nfd.features import Features
-from nfd.sources._accel_sysfs import pci_functions
 from nfd.sources._read import exists, link_name, list_dir, read_line
+from nfd.sources.accel_sysfs import pci_functions
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
 if TYPE_CHECKING:
     from nfd.config import SourcesConfig
     from nfd.features import Instance, Labels
     from nfd.hostroot import HostRoot
-    from nfd.sources._accel_sysfs import PciFunction
+    from nfd.sources.accel_sysfs import PciFunction
 
 # Vendors whose class-12 functions are FPGA cards, and the name used in labels.
 FPGA_VENDORS: dict[str, str] = {

@@ -21,8 +21,8 @@ from __future__ import annotations
 from nfd.chars import ALNUM, keep_only
 from nfd.features import Features
 from nfd.lazylog import get_logger
-from nfd.sources._accel_sysfs import hex_id, numa_node, pci_functions
 from nfd.sources._read import link_name, list_dir, read_line
+from nfd.sources.accel_sysfs import hex_id, numa_node, pci_functions
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from nfd.config import GpuConfig, SourcesConfig
     from nfd.features import Instance, Labels
     from nfd.hostroot import HostPath, HostRoot
-    from nfd.sources._accel_sysfs import PciFunction
+    from nfd.sources.accel_sysfs import PciFunction
     from nfd.sources.nvml import GpuInfo, Nvml, NvmlSnapshot
 
 log = get_logger(__name__)
@@ -76,8 +76,6 @@ def family(major: int, minor: int) -> str:
         10: "blackwell",
         12: "blackwell",
     }.get(major, "undefined")
-
-
 
 
 def sanitise(part: str) -> str:

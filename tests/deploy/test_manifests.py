@@ -127,7 +127,7 @@ def test_every_container_is_locked_down(built: dict[str, list[dict[str, Any]]], 
             assert "add" not in sc["capabilities"], where
             assert "privileged" not in sc or sc["privileged"] is False, where
             # The exceptions need uid 0 for kubelet's sockets, explained in their overlays.
-            if c["name"] not in ("nfd-device-plugin", "nfd-topology-updater"):
+            if c["name"] not in ("nfd-device-plugin", "nfd-dra", "nfd-topology-updater"):
                 non_root = sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot"))
                 assert non_root is True, where
                 assert sc.get("runAsUser", pod_sc.get("runAsUser", 0)) != 0, where
@@ -336,7 +336,7 @@ def test_dockerfile_installs_this_package_as_a_non_root_nfd_entrypoint() -> None
 
 
 def test_device_plugin_config_map_is_a_valid_plugin_config(built: dict[str, list[dict[str, Any]]]) -> None:
-    from nfd.deviceplugin.config import parse_config
+    from nfd.devices.config import parse_config
 
     docs = built["device-plugins"]
     cm = find(docs, "ConfigMap", "nfd-device-plugin-conf")

@@ -13,10 +13,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fixtures import FixtureHost
 from kubelet_standin import KubeletStandIn, short_tmpdir
 
-from nfd.deviceplugin.config import parse_config
-from nfd.deviceplugin.inventory import build_states
-from nfd.deviceplugin.kinds import KindRegistry
 from nfd.deviceplugin.manager import Manager
+from nfd.devices.config import parse_config
+from nfd.devices.inventory import build_states
+from nfd.devices.kinds import KindRegistry
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 

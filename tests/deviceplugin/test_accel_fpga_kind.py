@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from nfd.deviceplugin.config import parse_config
-from nfd.deviceplugin.inventory import ResourceState, build_states
-from nfd.deviceplugin.kinds import KindRegistry, default_kinds
-from nfd.deviceplugin.kinds.fpga import FpgaKind
-from nfd.deviceplugin.model import ConfigError
+from nfd.devices.config import parse_config
+from nfd.devices.inventory import ResourceState, build_states
+from nfd.devices.kinds import KindRegistry, default_kinds
+from nfd.devices.kinds.fpga import FpgaKind
+from nfd.devices.model import ConfigError
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 

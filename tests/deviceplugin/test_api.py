@@ -9,7 +9,7 @@ from pathlib import Path
 from nfd.deviceplugin.api.v1beta1 import api_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[2]
-GEN = "nfd/deviceplugin/api/v1beta1"
+GENERATED = ("nfd/deviceplugin/api/v1beta1", "nfd/dra/api/pluginregistration/v1", "nfd/dra/api/dra/v1")
 
 
 def test_regenerating_gives_identical_files(tmp_path: Path) -> None:
@@ -20,9 +20,10 @@ def test_regenerating_gives_identical_files(tmp_path: Path) -> None:
         timeout=60,
     )
     assert p.returncode == 0, p.stderr
-    for name in ("api_pb2.py", "api_pb2.pyi", "api_pb2_grpc.py", "api_pb2_grpc.pyi"):
-        fresh = (tmp_path / GEN / name).read_bytes()
-        assert fresh == (ROOT / GEN / name).read_bytes(), f"{name} is stale: run scripts/gen_proto.py"
+    for gen in GENERATED:
+        for name in ("api_pb2.py", "api_pb2.pyi", "api_pb2_grpc.py", "api_pb2_grpc.pyi"):
+            fresh = (tmp_path / gen / name).read_bytes()
+            assert fresh == (ROOT / gen / name).read_bytes(), f"{gen}/{name} is stale: run scripts/gen_proto.py"
 
 
 def fields(message: str) -> dict[str, int]:

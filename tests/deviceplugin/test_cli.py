@@ -79,7 +79,7 @@ def test_check_prints_devices_and_warns_on_empty_glob(setup: tuple[Path, list[st
     p = nfd("device-plugin", "--config", write(cfg, config), "--check", *extra)
     assert p.returncode == 0, p.stderr
     out = p.stdout
-    assert "example.com/fpga: 4 device(s), 4 allocatable" in out
+    assert "example.com/fpga: 4 device(s), 3 of 4 allocatable" in out
     assert "  0000:af:00.0  Healthy  numa=1  nodes=/dev/vfio/40" in out
     assert "  0000:b0:00.0  Unhealthy (driver vfio-pci unbound)  numa=1" in out
     assert "example.com/tty: 4 device(s)" in out and "  ttyS3  Healthy  numa=-  nodes=/dev/ttyS3" in out
@@ -88,6 +88,48 @@ def test_check_prints_devices_and_warns_on_empty_glob(setup: tuple[Path, list[st
     assert (
         "warning: resources[2]: example.com/none: no device matches usb vendor=dead; not served" in p.stderr
     )
+
+
+def test_check_without_iommu_group_shows_no_half_vfio_path(
+    setup: tuple[Path, list[str]], fx: FixtureHost, tmp_path: Path
+) -> None:
+    cfg, _extra = setup
+    # Discovery without IOMMU (intel_iommu=off): no iommu_group in the features nor sysfs.
+    feats = fx.features()
+    feats.set_instances("pci.device", [{**i, "iommu_group": ""} for i in feats.instances["pci.device"]])
+    path = tmp_path / "no-iommu.json"
+    path.write_text(feats.to_json())
+    config = {
+        "resources": [
+            {
+                "name": "example.com/fpga",
+                "pci": {"vendor": "1172"},
+                "deviceNodes": ["/dev/vfio/{iommu_group}", "/dev/vfio/vfio"],
+            }
+        ]
+    }
+    p = nfd("device-plugin", "--config", write(cfg, config), "--check", "--features", str(path),
+            "--host-root", str(fx.root))  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "/dev/vfio/ " not in p.stdout and "/dev/vfio/," not in p.stdout
+    assert "example.com/fpga: 4 device(s), 0 of 4 allocatable" in p.stdout
+    assert "  0000:3b:00.0  Unhealthy (/dev/vfio/{iommu_group}: no iommu_group for this device)" in p.stdout
+    assert "nodes=/dev/vfio/vfio" in p.stdout
+
+
+def test_check_counts_only_healthy_devices_as_allocatable(
+    setup: tuple[Path, list[str]], fx: FixtureHost
+) -> None:
+    cfg, extra = setup
+    for addr in ("0000:3b:00.0", "0000:3c:00.0", "0000:af:00.0"):
+        fx.unbind(addr)
+    config = {"resources": [{"name": "example.com/fpga", "pci": {"vendor": "1172"}, "replicas": 2}]}
+    p = nfd("device-plugin", "--config", write(cfg, config), "--check", *extra)
+    assert p.returncode == 0, p.stderr
+    assert "example.com/fpga: 4 device(s), 2 of 8 allocatable" in p.stdout
+    fx.unbind("0000:b0:00.0")
+    p = nfd("device-plugin", "--config", write(cfg, config), "--check", *extra)
+    assert "example.com/fpga: 4 device(s), 0 of 8 allocatable" in p.stdout
 
 
 def test_plugin_dir_must_exist(setup: tuple[Path, list[str]], tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from nfd.deviceplugin.config import extended_resource_error, parse_config
-from nfd.deviceplugin.model import ConfigError
+from nfd.devices.config import extended_resource_error, parse_config
+from nfd.devices.model import ConfigError
 
 
 def err(data: Any) -> str:

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from nfd.deviceplugin.config import parse_config
-from nfd.deviceplugin.inventory import ResourceState, build_states
-from nfd.deviceplugin.kinds import KindRegistry
-from nfd.deviceplugin.kinds.gpu import GpuKind
-from nfd.deviceplugin.model import ConfigError
+from nfd.devices.config import parse_config
+from nfd.devices.inventory import ResourceState, build_states
+from nfd.devices.kinds import KindRegistry
+from nfd.devices.kinds.gpu import GpuKind
+from nfd.devices.model import ConfigError
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.sources.nvml import NO_INSTANCE, XidEvent
@@ -324,7 +324,7 @@ def test_cli_check_lists_amd_gpus(tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "amd.com/gpu: 2 device(s), 2 allocatable" in proc.stdout
+    assert "amd.com/gpu: 2 device(s), 2 of 2 allocatable" in proc.stdout
     assert "0000:9d:00.0  Healthy  numa=1  nodes=/dev/dri/card2,/dev/dri/renderD129,/dev/kfd" in proc.stdout
 
 

@@ -11,9 +11,9 @@ import grpc
 import pytest
 from kubelet_standin import KubeletStandIn
 
-from nfd.deviceplugin.kinds import KindRegistry
-from nfd.deviceplugin.kinds.gpu import GpuKind
 from nfd.deviceplugin.manager import Manager
+from nfd.devices.kinds import KindRegistry
+from nfd.devices.kinds.gpu import GpuKind
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.sources.nvml import XidEvent

@@ -6,10 +6,10 @@ import pytest
 from fixtures import FixtureHost
 from kubelet_standin import wait_for
 
-from nfd.deviceplugin.config import parse_config
-from nfd.deviceplugin.health import HealthMonitor
-from nfd.deviceplugin.inventory import AllocationError, build_states
-from nfd.deviceplugin.model import host_file
+from nfd.devices.config import parse_config
+from nfd.devices.health import HealthMonitor
+from nfd.devices.inventory import AllocationError, build_states
+from nfd.devices.model import host_file
 from nfd.hostroot import HostRoot
 
 

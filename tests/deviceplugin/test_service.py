@@ -347,8 +347,8 @@ def test_kubelet_not_answering_is_retried(start_plugin, plugin_dir: Path, caplog
 def test_iommu_group_from_sysfs_when_features_lack_it(
     fx, plugin_dir: Path, kubelet: KubeletStandIn, tmp_path: Path
 ) -> None:
-    from nfd.deviceplugin.config import parse_config
-    from nfd.deviceplugin.inventory import build_states
+    from nfd.devices.config import parse_config
+    from nfd.devices.inventory import build_states
 
     feats = fx.features()
     for inst in feats.instances["pci.device"]:
@@ -363,11 +363,11 @@ def test_iommu_group_from_sysfs_when_features_lack_it(
 
 
 def test_kind_close_called_on_stop(fx, plugin_dir: Path) -> None:
-    from nfd.deviceplugin.config import parse_config
-    from nfd.deviceplugin.inventory import build_states
-    from nfd.deviceplugin.kinds import default_kinds
-    from nfd.deviceplugin.kinds.devnode import DevNodeKind
     from nfd.deviceplugin.manager import Manager
+    from nfd.devices.config import parse_config
+    from nfd.devices.inventory import build_states
+    from nfd.devices.kinds import default_kinds
+    from nfd.devices.kinds.devnode import DevNodeKind
 
     class ClosingKind(DevNodeKind):
         name = "closing"
@@ -403,8 +403,8 @@ def test_usb_replug_rewrites_cdi_spec(start_plugin, kubelet: KubeletStandIn, fx,
 
 
 def test_long_device_ids_are_shortened(fx, plugin_dir: Path) -> None:
-    from nfd.deviceplugin.config import parse_config
-    from nfd.deviceplugin.inventory import build_states
+    from nfd.devices.config import parse_config
+    from nfd.devices.inventory import build_states
 
     long_name = "dev/" + "x" * 80
     fx.touch(long_name)

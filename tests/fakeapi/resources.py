@@ -303,8 +303,11 @@ NODE_RESOURCE_TOPOLOGIES = ResourceType(
     validate=_validate_nrt,
 )
 
+from .resource_dra import DRA_TYPES  # noqa: E402  (it builds on the helpers above)
+
 ALL_TYPES = (
     NODES, PODS, LEASES, NODE_FEATURE_RULES, NODE_FEATURES, NODE_FEATURE_GROUPS, NODE_RESOURCE_TOPOLOGIES,
+    *DRA_TYPES,
 )  # fmt: skip
 BY_PATH: dict[tuple[str, str, str], ResourceType] = {(t.group, t.version, t.plural): t for t in ALL_TYPES}
 

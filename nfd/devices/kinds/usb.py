@@ -6,9 +6,9 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nfd.deviceplugin.kinds import describe_fields, hex_ids, mapping, string_list
-from nfd.deviceplugin.kinds._sysfs import numa_above, read_attr
-from nfd.deviceplugin.model import DeviceNode, FoundDevice
+from nfd.devices.kinds import describe_fields, hex_ids, mapping, string_list
+from nfd.devices.model import DeviceNode, FoundDevice
+from nfd.devices.sysfs import numa_above, read_attr
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nfd.deviceplugin.model import FoundDevice, cdi_name
+from nfd.devices.model import FoundDevice, cdi_name
 
 # The spec version we declare by default. Every field we write exists since 0.5.0
 # (device-node hostPath and names starting with a digit arrived then), so a resource can
@@ -57,7 +57,11 @@ def _edits(d: FoundDevice) -> dict[str, Any]:
 
 
 def build_spec(
-    kind: str, devices: Sequence[tuple[str, FoundDevice]], version: str = CDI_VERSION
+    kind: str,
+    devices: Sequence[tuple[str, FoundDevice]],
+    version: str = CDI_VERSION,
+    *,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The spec for ``kind`` (``vendor.com/class``) with one CDI device per physical ID.
     Devices with nothing to inject are left out (CDI refuses empty edits)."""
@@ -66,15 +70,29 @@ def build_spec(
         edits = _edits(d)
         if edits:
             out.append({"name": cdi_name(pid), "containerEdits": edits})
-    return {"cdiVersion": version, "kind": kind, "devices": out}
+    spec: dict[str, Any] = {"cdiVersion": version, "kind": kind, "devices": out}
+    if annotations:
+        spec["annotations"] = annotations
+    return spec
 
 
 def write_spec(
     cdi_dir: str | Path, kind: str, devices: Sequence[tuple[str, FoundDevice]], version: str = CDI_VERSION
 ) -> Path:
     path = spec_path(cdi_dir, kind)
+    write_json(path, build_spec(kind, devices, version))
+    return path
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON atomically (see :func:`write_atomic`)."""
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_atomic(path: Path, body: str) -> None:
+    """Write a file atomically (temp file, fsync, rename): a reader sees the old file or
+    the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = json.dumps(build_spec(kind, devices, version), indent=2, sort_keys=True) + "\n"
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".nfd-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -86,7 +104,6 @@ def write_spec(
     except BaseException:
         with_suppressed_unlink(tmp)
         raise
-    return path
 
 
 def with_suppressed_unlink(path: str) -> None:

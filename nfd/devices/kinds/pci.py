@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-from nfd.deviceplugin.kinds import describe_fields, hex_ids, mapping, string_list
-from nfd.deviceplugin.kinds._sysfs import driver_name, link_name, numa_value, read_attr
-from nfd.deviceplugin.model import ConfigError, FoundDevice, env_name
+from nfd.devices.kinds import describe_fields, hex_ids, mapping, string_list
+from nfd.devices.model import ConfigError, FoundDevice, env_name
+from nfd.devices.sysfs import driver_name, link_name, numa_value, read_attr
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 

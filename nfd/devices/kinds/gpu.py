@@ -35,11 +35,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nfd.deviceplugin.kinds import describe_fields, mapping, string_list
-from nfd.deviceplugin.model import ConfigError, DeviceNode, FoundDevice
+from nfd.devices.kinds import describe_fields, mapping, string_list
+from nfd.devices.model import ConfigError, DeviceNode, FoundDevice
 from nfd.features import Features
 from nfd.hostroot import HostRoot
-from nfd.sources._accel_sysfs import pci_functions
+from nfd.sources.accel_sysfs import pci_functions
 from nfd.sources.gpu import AMD, AMD_DRIVERS, GPU_CLASSES, INTEL, INTEL_DRIVERS, drm_cards
 from nfd.sources.nvml import NO_INSTANCE, GpuInfo, Nvml, NvmlError, NvmlUnavailable, XidEvent
 
@@ -401,7 +401,7 @@ def _attrs(g: GpuInfo, *, uuid: str, profile: str, parent: str) -> dict[str, str
 
 
 def _numa(host: HostRoot, address: str) -> int | None:
-    from nfd.sources._accel_sysfs import numa_node
+    from nfd.sources.accel_sysfs import numa_node
 
     return numa_node(host, address)
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import string
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from nfd.deviceplugin.config import ResourceConfig
-from nfd.deviceplugin.model import MAX_ID_LEN, DeviceNode, FoundDevice, Mount, cdi_name, host_file
+from nfd.devices.config import ResourceConfig
+from nfd.devices.model import MAX_ID_LEN, DeviceNode, FoundDevice, Mount, cdi_name, host_file
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 
@@ -84,18 +85,31 @@ class ResourceState:
 
     # -- building ----------------------------------------------------------------------
     def _compose(self, d: FoundDevice) -> FoundDevice:
-        """The kind's device plus the resource's templated nodes, mounts and env."""
+        """The kind's device plus the resource's templated nodes, mounts and env. A
+        template whose placeholder this device leaves empty (a PCI device without an
+        IOMMU group for ``/dev/vfio/{iommu_group}``) is left out, never half-filled;
+        :meth:`_unfilled` makes such a device unhealthy."""
         a = d.attributes
         nodes = {n.container_path: n for n in d.device_nodes}
         for t in self.res.device_nodes:
-            n = DeviceNode(t.host_path.format_map(a), t.container_path.format_map(a), t.permissions)
-            nodes.setdefault(n.container_path, n)
+            host_path, container_path = _fill(t.host_path, a), _fill(t.container_path, a)
+            if host_path is not None and container_path is not None:
+                nodes.setdefault(container_path, DeviceNode(host_path, container_path, t.permissions))
         mounts = {m.container_path: m for m in d.mounts}
         for mt in self.res.mounts:
-            m = Mount(mt.host_path.format_map(a), mt.container_path.format_map(a), mt.read_only)
-            mounts.setdefault(m.container_path, m)
+            host_path, container_path = _fill(mt.host_path, a), _fill(mt.container_path, a)
+            if host_path is not None and container_path is not None:
+                mounts.setdefault(container_path, Mount(host_path, container_path, mt.read_only))
         env = d.env + tuple((k, v.format_map(a)) for k, v in self.res.env)
         return replace(d, device_nodes=tuple(nodes.values()), mounts=tuple(mounts.values()), env=env)
+
+    def _unfilled(self, d: FoundDevice) -> str | None:
+        """Why a device cannot get its configured nodes or mounts, or None."""
+        for path in (*(t.host_path for t in self.res.device_nodes), *(m.host_path for m in self.res.mounts)):
+            if _fill(path, d.attributes) is None:
+                empty = sorted(f for f in _fields(path) if not d.attributes.get(f))
+                return f"{path}: no {', '.join(empty)} for this device"
+        return None
 
     @property
     def name(self) -> str:
@@ -120,6 +134,9 @@ class ResourceState:
         if isinstance(got, str):
             return got, base, None
         composed = self._compose(got) if got is not base else None
+        unfilled = self._unfilled(got)
+        if unfilled is not None:
+            return unfilled, got, composed
         for n in (composed or eff).device_nodes:
             if not os.path.exists(host_file(self.host, n.host_path)):
                 return f"device node {n.host_path} missing", got, composed
@@ -155,6 +172,11 @@ class ResourceState:
         if edits_changed and self.on_edits_changed is not None:
             self.on_edits_changed(self)
         return changed
+
+    def healthy_slots(self) -> int:
+        """How many kubelet devices are usable now (replicas of healthy devices)."""
+        with self._cond:
+            return sum(1 for _sid, i in self.slots if self._reason[i] is None)
 
     def snapshot(self) -> tuple[int, list[DeviceStatus]]:
         with self._cond:
@@ -241,6 +263,17 @@ class ResourceState:
         return self._index.get(sid)
 
 
+def _fields(template: str) -> list[str]:
+    return [f for _lit, f, _spec, _conv in string.Formatter().parse(template) if f]
+
+
+def _fill(template: str, attrs: Mapping[str, str]) -> str | None:
+    """The template filled from ``attrs``; None when a placeholder it uses is empty."""
+    if any(not attrs.get(f) for f in _fields(template)):
+        return None
+    return template.format_map(attrs)
+
+
 def build_states(
     resources: Iterable[ResourceConfig], *, features: Features, host: HostRoot
 ) -> tuple[list[ResourceState], list[str]]:
@@ -260,3 +293,38 @@ def build_states(
             )
         states.append(ResourceState(res, found, host))
     return states, warnings
+
+
+def device_key(d: FoundDevice) -> str:
+    """What identifies the hardware behind a device across kinds: a GPU kind's device and
+    a pci kind's device on the same function are one device."""
+    a = d.attributes
+    return a.get("pci_address") or a.get("address") or a.get("path") or d.id
+
+
+def build_served_states(
+    resources: Sequence[ResourceConfig], served_by: str, *, features: Features, host: HostRoot
+) -> tuple[list[ResourceState], list[str]]:
+    """The states of the resources served ``served_by`` (``devicePlugin`` or ``dra``),
+    with their warnings, after checking that no device is selected by a resource of the
+    other way too: a device is offered once (ConfigError naming both resources)."""
+    from nfd.devices.model import ConfigError
+
+    states, warnings = build_states(resources, features=features, host=host)
+    owner: dict[str, ResourceState] = {}
+    for s in states:
+        for _pid, d in s.devices():
+            other = owner.setdefault(device_key(d), s)
+            if other is not s and other.res.served_by != s.res.served_by:
+                s.close()
+                raise ConfigError(
+                    f"{s.res.where}: {s.name} ({s.res.served_by}) selects device {device_key(d)},"
+                    f" which {other.res.where} ({other.name}, {other.res.served_by}) serves too;"
+                    " a device is served one way only"
+                )
+    mine = [s for s in states if s.res.served_by == served_by]
+    for s in states:
+        if s.res.served_by != served_by:
+            s.close()
+    others = [r.where for r in resources if r.served_by != served_by]
+    return mine, [w for w in warnings if not any(w.startswith((o + ":", o + ".")) for o in others)]

@@ -7,7 +7,7 @@ else (replicas, templates, env joining, CDI, gRPC, registration) is shared and k
 know nothing about it.
 
 To add a kind, implement :class:`DeviceKind` and pass a registry holding it to
-:func:`nfd.deviceplugin.config.load_config` / :class:`nfd.deviceplugin.manager.Manager`
+:func:`nfd.devices.config.load_config` / :class:`nfd.deviceplugin.manager.Manager`
 (``default_kinds().with_kind(GpuKind())``).
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from nfd.deviceplugin.model import ConfigError, FoundDevice
+from nfd.devices.model import ConfigError, FoundDevice
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 
@@ -91,11 +91,11 @@ class KindRegistry:
 
 
 def default_kinds() -> KindRegistry:
-    from nfd.deviceplugin.kinds.devnode import DevNodeKind
-    from nfd.deviceplugin.kinds.fpga import FpgaKind
-    from nfd.deviceplugin.kinds.gpu import GpuKind
-    from nfd.deviceplugin.kinds.pci import PciKind
-    from nfd.deviceplugin.kinds.usb import UsbKind
+    from nfd.devices.kinds.devnode import DevNodeKind
+    from nfd.devices.kinds.fpga import FpgaKind
+    from nfd.devices.kinds.gpu import GpuKind
+    from nfd.devices.kinds.pci import PciKind
+    from nfd.devices.kinds.usb import UsbKind
 
     return KindRegistry((PciKind(), UsbKind(), DevNodeKind(), GpuKind(), FpgaKind()))
 

@@ -1,4 +1,4 @@
-"""Small sysfs helpers shared by kinds (all paths through HostRoot)."""
+"""Small sysfs helpers shared by the device kinds (all paths through HostRoot)."""
 
 from __future__ import annotations
 
@@ -54,3 +54,11 @@ def link_name(link: StrPath) -> str | None:
 def driver_name(device_dir: StrPath) -> str | None:
     """The bound driver, or None when unbound."""
     return link_name(os.path.join(device_dir, "driver"))
+
+
+def list_dir(path: StrPath) -> list[str]:
+    """Sorted names in a directory; empty when it is absent."""
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []

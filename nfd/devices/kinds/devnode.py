@@ -8,9 +8,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from nfd.deviceplugin.kinds import string_list
-from nfd.deviceplugin.kinds._sysfs import numa_above
-from nfd.deviceplugin.model import ConfigError, DeviceNode, FoundDevice
+from nfd.devices.kinds import string_list
+from nfd.devices.model import ConfigError, DeviceNode, FoundDevice
+from nfd.devices.sysfs import numa_above
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 

@@ -11,6 +11,12 @@ Example::
         usb: {vendor: "0403", product: "6001"}
         replicas: 2
         cdi: true
+      - name: example.com/gpu
+        gpu: {vendor: nvidia}
+        servedBy: dra                     # devicePlugin (default) or dra, never both
+        extendedResourceName: example.com/gpu   # default: name; false: none
+    dra:
+      driverName: nfd.node.kubernetes.io  # the default
 
 Every error is a :class:`ConfigError` whose message starts with the key path at fault
 (``resources[1].pci.vendor: ...``).
@@ -26,12 +32,30 @@ from typing import Any
 
 import yaml
 
-from nfd.deviceplugin.kinds import DeviceKind, KindRegistry, default_kinds
-from nfd.deviceplugin.model import ConfigError
+from nfd.devices.kinds import DeviceKind, KindRegistry, default_kinds
+from nfd.devices.model import ConfigError
 from nfd.policy import qualified_name_error
 
-_TOP_KEYS = ("resources",)
-_RESOURCE_KEYS = ("name", "deviceNodes", "mounts", "env", "replicas", "cdi", "preStartCheck")
+_TOP_KEYS = ("resources", "dra")
+_RESOURCE_KEYS = (
+    "name",
+    "deviceNodes",
+    "mounts",
+    "env",
+    "replicas",
+    "cdi",
+    "preStartCheck",
+    "servedBy",
+    "extendedResourceName",
+)
+DEVICE_PLUGIN = "devicePlugin"
+DRA = "dra"
+SERVED_BY = (DEVICE_PLUGIN, DRA)
+# NFD already owns this domain (its annotations live under it), so the driver may claim it.
+DEFAULT_DRIVER_NAME = "nfd.node.kubernetes.io"
+MAX_DRIVER_NAME = 63
+MAX_DRA_RESOURCE = 64  # a DRA string attribute's limit: devices carry their resource's name
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CDI_VENDOR = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 _CDI_CLASS = re.compile(r"^[A-Za-z]([A-Za-z0-9_-]*[A-Za-z0-9])?$")
@@ -65,11 +89,38 @@ class ResourceConfig:
     cdi_version: str = "1.0.0"
     pre_start_check: bool = False
     where: str = ""
+    served_by: str = DEVICE_PLUGIN
+    # For DRA: the extended resource a DeviceClass maps to these devices, so that pods
+    # asking for it in resources.limits are served through DRA. None: not mapped.
+    extended_resource_name: str | None = None
+
+    @property
+    def dra(self) -> bool:
+        return self.served_by == DRA
 
 
 @dataclass(frozen=True)
 class PluginConfig:
     resources: tuple[ResourceConfig, ...]
+    driver_name: str = DEFAULT_DRIVER_NAME
+
+    def served_by(self, how: str) -> tuple[ResourceConfig, ...]:
+        return tuple(r for r in self.resources if r.served_by == how)
+
+
+def dns_subdomain_error(name: object, max_len: int = 253) -> str | None:
+    if not isinstance(name, str) or not name:
+        return "expected a DNS subdomain like dra.example.com"
+    if len(name) > max_len:
+        return f"{name!r} is longer than {max_len} characters"
+    if not all(_DNS_LABEL.match(p) for p in name.split(".")):
+        return f"{name!r} is not a DNS subdomain (lower-case letters, digits, '-', dots between labels)"
+    return None
+
+
+def driver_name_error(name: object) -> str | None:
+    """A DRA driver name is a DNS subdomain of at most 63 characters."""
+    return dns_subdomain_error(name, MAX_DRIVER_NAME)
 
 
 def extended_resource_error(name: str) -> str | None:
@@ -116,14 +167,35 @@ def parse_config(data: Any, kinds: KindRegistry | None = None) -> PluginConfig:
     # An empty list is allowed: a deployment may ship the plugin before anything is
     # configured; the plugin then serves nothing and says so.
     out: list[ResourceConfig] = []
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
     for i, item in enumerate(raw):
         res = _resource(item, f"resources[{i}]", kinds)
-        if res.name in seen:
-            raise ConfigError(f"resources[{i}].name: {res.name!r} is declared twice")
-        seen.add(res.name)
+        for name, what in ((res.name, "name"), (res.extended_resource_name, "extendedResourceName")):
+            if name is None or (what == "extendedResourceName" and name == res.name):
+                continue
+            if name in seen and what == "name" and seen[name].endswith(".name"):
+                raise ConfigError(f"resources[{i}].name: {name!r} is declared twice")
+            if name in seen:
+                raise ConfigError(f"resources[{i}].{what}: {name!r} is already served by {seen[name]}")
+            seen[name] = f"resources[{i}].{what}"
         out.append(res)
-    return PluginConfig(tuple(out))
+    return PluginConfig(tuple(out), driver_name=_dra_section(data.get("dra")))
+
+
+def _dra_section(raw: Any) -> str:
+    if raw is None:
+        return DEFAULT_DRIVER_NAME
+    if not isinstance(raw, dict):
+        raise ConfigError("dra: expected a mapping with driverName")
+    for key in raw:
+        if key != "driverName":
+            raise ConfigError(f"dra.{key}: unknown key (known: driverName)")
+    name = raw.get("driverName", DEFAULT_DRIVER_NAME)
+    err = driver_name_error(name)
+    if err:
+        raise ConfigError(f"dra.driverName: invalid driver name: {err}")
+    assert isinstance(name, str)
+    return name
 
 
 def _resource(item: Any, where: str, kinds: KindRegistry) -> ResourceConfig:
@@ -173,6 +245,9 @@ def _resource(item: Any, where: str, kinds: KindRegistry) -> ResourceConfig:
     pre_start = item.get("preStartCheck", False)
     if not isinstance(pre_start, bool):
         raise ConfigError(f"{where}.preStartCheck: expected true or false")
+    served_by, ext_name = _served_by(item, where, name)
+    if served_by == DRA and replicas != 1:
+        raise ConfigError(f"{where}.replicas: DRA hands out whole devices; replicas is for the device plugin")
     cdi_kind, cdi_version = _cdi(item.get("cdi", False), f"{where}.cdi", name)
     if cdi_kind and not nodes and not mounts and kind.name == "pci":
         raise ConfigError(f"{where}.cdi: a CDI device needs something to inject: add deviceNodes or mounts")
@@ -188,7 +263,44 @@ def _resource(item: Any, where: str, kinds: KindRegistry) -> ResourceConfig:
         cdi_version=cdi_version,
         pre_start_check=pre_start,
         where=where,
+        served_by=served_by,
+        extended_resource_name=ext_name,
     )
+
+
+def _served_by(item: dict[str, Any], where: str, name: str) -> tuple[str, str | None]:
+    raw = item.get("servedBy", DEVICE_PLUGIN)
+    if isinstance(raw, list):
+        if set(raw) == set(SERVED_BY):
+            raise ConfigError(
+                f"{where}.servedBy: {name} is served by the device plugin or by DRA, never both"
+                " (one device must not be offered twice)"
+            )
+        raw = raw[0] if len(raw) == 1 else raw
+    if raw not in SERVED_BY:
+        raise ConfigError(f"{where}.servedBy: expected one of {', '.join(SERVED_BY)}, got {raw!r}")
+    if raw == DRA and len(name) > MAX_DRA_RESOURCE:
+        raise ConfigError(
+            f"{where}.name: {name!r} is longer than {MAX_DRA_RESOURCE} characters, the limit of"
+            " the DRA attribute that names it"
+        )
+    ext = item.get("extendedResourceName", name if raw == DRA else None)
+    if raw == DEVICE_PLUGIN:
+        if "extendedResourceName" in item:
+            raise ConfigError(
+                f"{where}.extendedResourceName: only for servedBy: dra (the device plugin serves {name} itself)"
+            )
+        return raw, None
+    if ext is False or ext is None:
+        return raw, None
+    if not isinstance(ext, str):
+        raise ConfigError(
+            f"{where}.extendedResourceName: expected a resource name like example.com/gpu, or false"
+        )
+    err = extended_resource_error(ext)
+    if err:
+        raise ConfigError(f"{where}.extendedResourceName: invalid resource name: {err}")
+    return raw, ext
 
 
 def _list(item: dict[str, Any], key: str, where: str) -> list[Any]:
@@ -252,7 +364,7 @@ def _mount(raw: Any, where: str, fields: frozenset[str]) -> MountTemplate:
 
 
 def _cdi(raw: Any, where: str, resource: str) -> tuple[str | None, str]:
-    from nfd.deviceplugin.cdi import CDI_VERSION, CDI_VERSIONS
+    from nfd.devices.cdi import CDI_VERSION, CDI_VERSIONS
 
     if raw is False or raw is None:
         return None, CDI_VERSION

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from nfd.deviceplugin.inventory import ResourceState
+from nfd.devices.inventory import ResourceState
 
 log = logging.getLogger("nfd.deviceplugin")
 

@@ -20,12 +20,12 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from nfd.deviceplugin.kinds import describe_fields, hex_ids, mapping, string_list
-from nfd.deviceplugin.model import ConfigError, DeviceNode, FoundDevice
+from nfd.devices.kinds import describe_fields, hex_ids, mapping, string_list
+from nfd.devices.model import ConfigError, DeviceNode, FoundDevice
+from nfd.devices.sysfs import list_dir
 from nfd.features import Features
 from nfd.hostroot import HostRoot
-from nfd.sources._accel_sysfs import pci_function, pci_functions
-from nfd.sources._read import list_dir
+from nfd.sources.accel_sysfs import pci_function, pci_functions
 from nfd.sources.fpga import FPGA_VENDORS, INTEL_FPGA_DEVICES, vendor_name
 
 _KEYS = ("vendor", "device", "driver", "fme")

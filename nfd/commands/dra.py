@@ -1,0 +1,157 @@
+"""``nfd dra``: publish this node's devices as ResourceSlices and serve kubelet's DRA
+plugin API for the resources the device-plugin config marks ``servedBy: dra``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nfd.devices.inventory import ResourceState
+    from nfd.features import Features
+    from nfd.hostroot import HostRoot
+
+log = logging.getLogger("nfd.dra")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", required=True, help="device config (resources and selectors)")
+    p.add_argument(
+        "--node-name", metavar="NAME", default=os.environ.get("NODE_NAME"),
+        help="this node's name (default $NODE_NAME)",
+    )  # fmt: skip
+    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then $KUBECONFIG)")
+    p.add_argument(
+        "--plugin-dir", metavar="DIR",
+        help="where the DRA socket and checkpoint live (default /var/lib/kubelet/plugins/<driver>)",
+    )  # fmt: skip
+    p.add_argument(
+        "--registry-dir", metavar="DIR", default="/var/lib/kubelet/plugins_registry",
+        help="kubelet's plugin registration directory",
+    )  # fmt: skip
+    p.add_argument(
+        "--cdi-dir", metavar="DIR", default="/var/run/cdi", help="where CDI spec files are written"
+    )
+    p.add_argument(
+        "--host-root", metavar="DIR", help="host filesystem root (default from NFD_HOST_* variables)"
+    )
+    p.add_argument(
+        "--features", metavar="FILE",
+        help="use these raw features instead of discovering pci/usb/gpu (as nfd device-plugin --features)",
+    )  # fmt: skip
+    p.add_argument(
+        "--poll-interval", metavar="SECONDS", type=float, default=0.2,
+        help="device health poll interval (default 0.2)",
+    )  # fmt: skip
+    p.add_argument(
+        "--rediscover-interval", metavar="SECONDS", type=float, default=10.0,
+        help="look for devices plugged in or removed this often (default 10; 0: never)",
+    )  # fmt: skip
+    p.add_argument(
+        "--check", action="store_true", help="print the ResourceSlices this node would publish, and exit"
+    )
+    p.add_argument(
+        "--device-classes",
+        action="store_true",
+        help="print the DeviceClasses for the config's DRA resources, and exit",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from nfd.cli import CliError
+    from nfd.commands._common import host_root
+    from nfd.commands.deviceplugin import features_for
+    from nfd.devices.config import DRA, load_config
+    from nfd.devices.inventory import build_served_states, build_states
+    from nfd.devices.model import ConfigError
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as e:
+        raise CliError(f"config {args.config}: {e}") from None
+    if args.device_classes:
+        from nfd.dra.classes import device_classes
+
+        print(json.dumps({"apiVersion": "v1", "kind": "List", "items": device_classes(config)}, indent=2))
+        return 0
+    if args.poll_interval <= 0:
+        raise CliError("--poll-interval must be positive")
+    if args.rediscover_interval < 0:
+        raise CliError("--rediscover-interval must be 0 (never) or positive")
+    node = args.node_name
+    if not node:
+        raise CliError("--node-name (or $NODE_NAME) is required: the pool is named after the node")
+    from nfd.devices.config import dns_subdomain_error
+
+    err = dns_subdomain_error(node)
+    if err:
+        raise CliError(f"--node-name: {err}")
+    resources = config.served_by(DRA)
+    host = host_root(args.host_root)
+
+    def discover() -> tuple[list[ResourceState], Features, HostRoot]:
+        feats = features_for(args, host, ("pci", "usb", "gpu"))
+        return build_states(resources, features=feats, host=host)[0], feats, host
+
+    feats = features_for(args, host, ("pci", "usb", "gpu"))
+    try:
+        states, warnings = build_served_states(config.resources, DRA, features=feats, host=host)
+    except ConfigError as e:
+        raise CliError(f"config {args.config}: {e}") from None
+    if not resources:
+        warnings.append(f"{args.config} marks no resource servedBy: dra; publishing an empty pool")
+
+    from nfd.dra.slices import DraInventory, pool_slices
+
+    try:
+        inventory = DraInventory(states, features=feats, host=host)
+    except ValueError as e:
+        raise CliError(f"config {args.config}: {e}") from None
+    if args.check:
+        for w in warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        slices = pool_slices(inventory.healthy(), driver=config.driver_name, node=node, generation=1)
+        print(json.dumps({"apiVersion": "v1", "kind": "List", "items": slices}, indent=2))
+        return 0
+    for w in warnings:
+        log.warning("%s", w)
+
+    from pathlib import Path
+
+    from nfd.dra.driver import DraDriver
+    from nfd.master.kube import NoClusterError, load_api_client
+
+    try:
+        api_client = load_api_client(Path(args.kubeconfig) if args.kubeconfig else None, 4)
+    except (NoClusterError, ValueError) as e:
+        raise CliError(str(e)) from None
+    plugin_dir = args.plugin_dir or f"/var/lib/kubelet/plugins/{config.driver_name}"
+    try:
+        driver = DraDriver(
+            states, inventory, api_client=api_client, driver=config.driver_name, node=node,
+            plugin_dir=plugin_dir, registry_dir=args.registry_dir, cdi_dir=args.cdi_dir,
+            poll_interval=args.poll_interval, rediscover=discover, rediscover_interval=args.rediscover_interval,
+        )  # fmt: skip
+        driver.start()
+    except (OSError, ValueError) as e:
+        raise CliError(str(e)) from None
+
+    def _stop(signum: int, _frame: object) -> None:
+        log.info("signal %d: stopping", signum)
+        driver.stop()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    print(
+        f"serving DRA driver {config.driver_name} for node {node}: {len(inventory.by_name)} device(s)",
+        file=sys.stderr,
+        flush=True,
+    )
+    while not driver.wait(1.0):
+        pass
+    return 0

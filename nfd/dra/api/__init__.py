@@ -1,0 +1,1 @@
+"""Generated stubs for kubelet's plugin-registration and DRA gRPC APIs (see the .proto files)."""

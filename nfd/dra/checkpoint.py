@@ -1,0 +1,124 @@
+"""Prepared claims on disk, so that a restarted plugin still knows what it prepared.
+
+One JSON file with a checksum over its claims. A file that cannot be trusted (not JSON,
+wrong shape, checksum off) raises :class:`CheckpointError` with a one-line reason; the
+driver then rebuilds the claims from the CDI specs it wrote for them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from nfd.devices.cdi import with_suppressed_unlink, write_atomic
+
+VERSION = 1
+
+
+class CheckpointError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class PreparedDevice:
+    request_names: tuple[str, ...]
+    pool_name: str
+    device_name: str
+    cdi_device_ids: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requestNames": list(self.request_names),
+            "poolName": self.pool_name,
+            "deviceName": self.device_name,
+            "cdiDeviceIds": list(self.cdi_device_ids),
+        }
+
+    @staticmethod
+    def from_json(raw: Any) -> PreparedDevice:
+        if not isinstance(raw, dict):
+            raise TypeError("a device is not an object")
+        names, ids = raw["requestNames"], raw["cdiDeviceIds"]
+        if not all(isinstance(x, str) for x in [*names, *ids, raw["poolName"], raw["deviceName"]]):
+            raise TypeError("a device field is not a string")
+        return PreparedDevice(tuple(names), raw["poolName"], raw["deviceName"], tuple(ids))
+
+
+@dataclass(frozen=True)
+class PreparedClaim:
+    namespace: str
+    name: str
+    devices: tuple[PreparedDevice, ...]
+
+    @cached_property
+    def canonical(self) -> str:
+        """This claim's part of the checkpoint, serialized once (a save is then a join,
+        not a dump of every claim)."""
+        return _canonical(self.to_json())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "devices": [d.to_json() for d in self.devices],
+        }
+
+    @staticmethod
+    def from_json(raw: Any) -> PreparedClaim:
+        if not isinstance(raw, dict) or not isinstance(raw.get("devices"), list):
+            raise TypeError("a claim is not an object with devices")
+        return PreparedClaim(
+            str(raw["namespace"]),
+            str(raw["name"]),
+            tuple(PreparedDevice.from_json(d) for d in raw["devices"]),
+        )
+
+
+def _canonical(claims: dict[str, Any]) -> str:
+    return json.dumps(claims, sort_keys=True, separators=(",", ":"))
+
+
+def _checksum(canonical: str) -> str:
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def load(path: Path) -> dict[str, PreparedClaim]:
+    """Claims by UID; empty when there is no checkpoint yet."""
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        raise CheckpointError(f"checkpoint {path}: cannot read: {e.strerror or e}") from None
+    try:
+        data = json.loads(text)
+        claims = data["claims"]
+        if data.get("version") != VERSION:
+            raise CheckpointError(f"checkpoint {path}: unknown version {data.get('version')!r}")
+        if data.get("checksum") != _checksum(_canonical(claims)):
+            raise CheckpointError(f"checkpoint {path}: checksum mismatch (the file was changed or cut short)")
+        return {str(uid): PreparedClaim.from_json(c) for uid, c in claims.items()}
+    except CheckpointError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"checkpoint {path}: not a checkpoint ({type(e).__name__}: {e})") from None
+
+
+def save(path: Path, claims: dict[str, PreparedClaim]) -> None:
+    # Equal to _canonical() of the whole mapping, which load() checks against.
+    body = "{" + ",".join(f"{json.dumps(uid)}:{c.canonical}" for uid, c in sorted(claims.items())) + "}"
+    write_atomic(path, f'{{"version":{VERSION},"checksum":"{_checksum(body)}","claims":{body}}}\n')
+
+
+def move_aside(path: Path) -> Path:
+    """Keep a corrupt checkpoint for a human to look at, out of the way."""
+    aside = path.with_name(path.name + ".corrupt")
+    try:
+        path.replace(aside)
+    except OSError:
+        with_suppressed_unlink(str(path))
+    return aside

@@ -1,0 +1,220 @@
+"""The DRA driver's moving parts, wired: device health, the slice publisher loop and the
+kubelet plugin, all over one :class:`nfd.dra.slices.DraInventory`."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from nfd.devices.health import HealthMonitor
+from nfd.devices.inventory import ResourceState
+from nfd.dra.slices import DraInventory
+from nfd.features import Features
+from nfd.hostroot import HostRoot
+
+log = logging.getLogger("nfd.dra")
+
+BACKOFF_FIRST = 0.2
+BACKOFF_MAX = 10.0
+
+
+class SliceLoop:
+    """Publishes the pool whenever a device's health changes (checked every
+    ``interval`` seconds: a version comparison, no I/O), and re-reads the API server
+    every ``resync`` seconds to repair slices changed by someone else. A failed write is
+    retried with backoff."""
+
+    def __init__(
+        self,
+        inventory: DraInventory,
+        sync: Callable[..., int],
+        *,
+        interval: float = 0.05,
+        resync: float = 60.0,
+    ) -> None:
+        self.inventory = inventory
+        self._sync = sync
+        self.interval = interval
+        self.resync = resync
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.published = threading.Event()  # set after the first successful sync
+        self.syncs = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="nfd-dra-slices", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        from nfd.dra.publisher import PublishError
+
+        seen: tuple[int, ...] | None = None
+        next_resync = 0.0
+        retry_at, backoff = 0.0, BACKOFF_FIRST
+        while not self._stop.is_set():
+            now = time.monotonic()
+            version = self.inventory.version()
+            force = now >= next_resync
+            if (version != seen or force) and now >= retry_at:
+                try:
+                    self._sync(self.inventory.healthy(), force=force)
+                    seen, backoff, retry_at = version, BACKOFF_FIRST, 0.0
+                    self.syncs += 1
+                    self.published.set()
+                    if force:
+                        next_resync = now + self.resync
+                except Exception as e:  # PublishError, or a bug: the loop must go on
+                    why = str(e) if isinstance(e, PublishError) else f"{type(e).__name__}: {e}"
+                    log.error("%s; retry in %.1f s", why, backoff)
+                    retry_at = now + backoff
+                    backoff = min(backoff * 2, BACKOFF_MAX)
+            self._stop.wait(self.interval)
+
+
+# A fresh discovery: the DRA resources' states, with the features and host they came from.
+Rediscover = Callable[[], tuple[Sequence[ResourceState], Features, HostRoot]]
+
+
+class Rediscovery:
+    """Runs discovery again every ``interval`` seconds; when the set of devices differs
+    (a device plugged in, one removed for good), the inventory serves the new set. A
+    resource whose devices are unchanged keeps its state (and its health history)."""
+
+    def __init__(
+        self, inventory: DraInventory, health: HealthMonitor, discover: Rediscover, *, interval: float
+    ) -> None:
+        self.inventory = inventory
+        self.health = health
+        self.discover = discover
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="nfd-dra-rediscover", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.once()
+            except Exception as e:  # a failed discovery keeps the current view
+                log.error("rediscovery: %s: %s", type(e).__name__, e)
+
+    def once(self) -> bool:
+        """One round; True when the served set changed."""
+        states, features, host = self.discover()
+        have = {s.name: s for s in self.inventory.states}
+        keep: list[ResourceState] = []
+        unused: list[ResourceState] = []
+        for s in states:
+            old = have.get(s.name)
+            if old is not None and old.physical_ids == s.physical_ids:
+                keep.append(old)
+                unused.append(s)
+            else:
+                keep.append(s)
+        if {(s.name, p) for s in keep for p in s.physical_ids} == self.inventory.devices_of():
+            for s in states:
+                s.close()
+            return False
+        log.info("rediscovery: the node's devices changed; publishing the new set")
+        gone = self.inventory.replace(keep, features=features, host=host)
+        self.health.states = list(keep)
+        for s in [*gone, *unused]:
+            s.close()
+        return True
+
+
+class DraDriver:
+    """Everything ``nfd dra`` runs; ``api_client`` is a kubernetes ApiClient."""
+
+    def __init__(
+        self,
+        states: Sequence[ResourceState],
+        inventory: DraInventory,
+        *,
+        api_client: Any,
+        driver: str,
+        node: str,
+        plugin_dir: str,
+        registry_dir: str,
+        cdi_dir: str,
+        poll_interval: float = 0.2,
+        use_udev: bool = True,
+        rediscover: Rediscover | None = None,
+        rediscover_interval: float = 10.0,
+    ) -> None:
+        import os
+
+        from nfd.dra.plugin import KubeletPlugin
+        from nfd.dra.prepare import Preparer
+        from nfd.dra.publisher import ClaimReaderApi, SlicePublisher
+
+        self.states = list(states)
+        self.inventory = inventory
+        self.health = HealthMonitor(self.states, interval=poll_interval, use_udev=use_udev)
+        self.publisher = SlicePublisher(api_client, driver=driver, node=node)
+        self.slices = SliceLoop(inventory, self.publisher.sync)
+        self.preparer = Preparer(
+            inventory,
+            driver=driver,
+            node=node,
+            cdi_dir=cdi_dir,
+            checkpoint_path=os.path.join(plugin_dir, "checkpoint.json"),
+            read_claim=ClaimReaderApi(api_client),
+        )
+        self.plugin = KubeletPlugin(
+            self.preparer, driver=driver, plugin_dir=plugin_dir, registry_dir=registry_dir
+        )
+        self.rediscovery = (
+            Rediscovery(inventory, self.health, rediscover, interval=rediscover_interval)
+            if rediscover is not None and rediscover_interval > 0
+            else None
+        )
+        self._done = threading.Event()
+        self._stopped = False
+
+    def start(self) -> None:
+        self.health.start()
+        self.slices.start()
+        self.plugin.start()
+        if self.rediscovery is not None:
+            self.rediscovery.start()
+
+    def stop(self) -> None:
+        """Stop serving (slices and prepared claims stay: pods keep their devices)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self.rediscovery is not None:
+            self.rediscovery.stop()
+        self.plugin.stop()
+        self.slices.stop()
+        self.health.stop()
+        for s in self.inventory.states:
+            s.close()
+        for kind in {id(s.res.kind): s.res.kind for s in self.inventory.states}.values():
+            close = getattr(kind, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception as e:  # shutting down: log and go on
+                    log.warning("closing device kind %s: %s: %s", kind.name, type(e).__name__, e)
+        self._done.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)

@@ -1,0 +1,224 @@
+"""The kubelet DRA plugin: the DRAPlugin service on ``<plugin dir>/dra.sock`` and the
+registration service on a socket in kubelet's ``plugins_registry`` directory.
+
+kubelet finds the registration socket, asks GetInfo, connects to the DRA socket and says
+whether it took the plugin. A supervisor serves a socket again when its file is gone or
+replaced (a re-created registry directory, a cleaned plugin directory): kubelet then
+sees a new socket and registers the plugin again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from concurrent import futures
+from typing import Any
+
+import grpc
+
+from nfd.deviceplugin.server import MAX_SOCKET_PATH, FileId, file_id
+from nfd.dra.api.dra.v1 import api_pb2 as dra_pb
+from nfd.dra.api.dra.v1 import api_pb2_grpc as dra_grpc
+from nfd.dra.api.pluginregistration.v1 import api_pb2 as reg_pb
+from nfd.dra.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from nfd.dra.prepare import ClaimError, Preparer
+
+log = logging.getLogger("nfd.dra")
+
+PLUGIN_TYPE = "DRAPlugin"
+SUPPORTED_VERSIONS = ("v1.DRAPlugin",)
+
+
+class DraService(dra_grpc.DRAPluginServicer):
+    def __init__(self, preparer: Preparer) -> None:
+        self.preparer = preparer
+
+    def NodePrepareResources(
+        self, request: dra_pb.NodePrepareResourcesRequest, context: grpc.ServicerContext
+    ) -> dra_pb.NodePrepareResourcesResponse:
+        resp = dra_pb.NodePrepareResourcesResponse()
+        for c in request.claims:
+            out = resp.claims[c.uid]
+            try:
+                for d in self.preparer.prepare(c.namespace, c.uid, c.name):
+                    out.devices.add(
+                        request_names=d.request_names,
+                        pool_name=d.pool_name,
+                        device_name=d.device_name,
+                        cdi_device_ids=d.cdi_device_ids,
+                    )
+            except ClaimError as e:
+                log.warning("NodePrepareResources: %s", e)
+                out.error = str(e)
+            except Exception as e:  # a bug must cost this claim only
+                log.exception("NodePrepareResources: claim %s/%s", c.namespace, c.name)
+                out.error = f"claim {c.namespace}/{c.name}: internal error: {type(e).__name__}: {e}"
+        return resp
+
+    def NodeUnprepareResources(
+        self, request: dra_pb.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
+    ) -> dra_pb.NodeUnprepareResourcesResponse:
+        resp = dra_pb.NodeUnprepareResourcesResponse()
+        for c in request.claims:
+            out = resp.claims[c.uid]
+            try:
+                self.preparer.unprepare(c.namespace, c.uid, c.name)
+            except ClaimError as e:
+                log.warning("NodeUnprepareResources: %s", e)
+                out.error = str(e)
+            except Exception as e:  # a bug must cost this claim only
+                log.exception("NodeUnprepareResources: claim %s/%s", c.namespace, c.name)
+                out.error = f"claim {c.namespace}/{c.name}: internal error: {type(e).__name__}: {e}"
+        return resp
+
+
+class RegistrationService(reg_grpc.RegistrationServicer):
+    def __init__(self, driver: str, endpoint: str, on_status: Callable[[bool, str], None]) -> None:
+        self.driver = driver
+        self.endpoint = endpoint
+        self.on_status = on_status
+
+    def GetInfo(self, request: reg_pb.InfoRequest, context: grpc.ServicerContext) -> reg_pb.PluginInfo:
+        return reg_pb.PluginInfo(
+            type=PLUGIN_TYPE, name=self.driver, endpoint=self.endpoint, supported_versions=SUPPORTED_VERSIONS
+        )
+
+    def NotifyRegistrationStatus(
+        self, request: reg_pb.RegistrationStatus, context: grpc.ServicerContext
+    ) -> reg_pb.RegistrationStatusResponse:
+        self.on_status(request.plugin_registered, request.error)
+        return reg_pb.RegistrationStatusResponse()
+
+
+class SocketServer:
+    """One gRPC server on a unix socket file that may be deleted under it."""
+
+    def __init__(self, path: str, add: Callable[[grpc.Server], None], *, workers: int) -> None:
+        if len(path.encode()) > MAX_SOCKET_PATH:
+            raise ValueError(f"socket path {path} is longer than {MAX_SOCKET_PATH} bytes")
+        self.path = path
+        self._add = add
+        self._workers = workers
+        self._server: grpc.Server | None = None
+        self._id: FileId | None = None
+
+    def serve(self) -> None:
+        self.stop()
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="nfd-dra"),
+            options=[("grpc.so_reuseport", 0)],
+        )
+        self._add(server)
+        try:
+            port = server.add_insecure_port("unix:" + self.path)
+        except RuntimeError as e:
+            raise OSError(f"cannot listen on {self.path}: {e}") from None
+        if port == 0:
+            raise OSError(f"cannot listen on {self.path}")
+        server.start()
+        self._server = server
+        self._id = file_id(os.stat(self.path))
+
+    def serving(self) -> bool:
+        if self._server is None:
+            return False
+        try:
+            return file_id(os.stat(self.path)) == self._id
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop(grace=None)
+        if self._id is not None:
+            try:  # remove the socket only if it is still ours
+                if file_id(os.stat(self.path)) == self._id:
+                    os.unlink(self.path)
+            except OSError:
+                pass
+        self._server, self._id = None, None
+
+
+class KubeletPlugin:
+    def __init__(
+        self,
+        preparer: Preparer,
+        *,
+        driver: str,
+        plugin_dir: str,
+        registry_dir: str,
+        watch_interval: float = 0.1,
+        workers: int = 8,
+    ) -> None:
+        self.driver = driver
+        self.dra_socket = os.path.join(plugin_dir, "dra.sock")
+        self.registry_socket = os.path.join(registry_dir, f"{driver}-reg.sock")
+        self.service = DraService(preparer)
+        self.registered = threading.Event()
+        self.registrations = 0
+        self.last_error = ""
+        self._dra = SocketServer(
+            self.dra_socket,
+            lambda s: dra_grpc.add_DRAPluginServicer_to_server(self.service, s),
+            workers=workers,
+        )
+        reg = RegistrationService(driver, self.dra_socket, self._on_status)
+        self._reg = SocketServer(
+            self.registry_socket, lambda s: reg_grpc.add_RegistrationServicer_to_server(reg, s), workers=2
+        )
+        self.watch_interval = watch_interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _on_status(self, registered: bool, error: str) -> None:
+        if registered:
+            self.registrations += 1
+            self.last_error = ""
+            self.registered.set()
+            log.info("registered with kubelet as %s", self.driver)
+        else:
+            self.last_error = error
+            self.registered.clear()
+            log.error("kubelet did not register %s: %s", self.driver, error or "no reason given")
+
+    def start(self) -> None:
+        self._dra.serve()
+        self._reg.serve()
+        log.info(
+            "DRA plugin %s: serving %s, registration on %s",
+            self.driver,
+            self.dra_socket,
+            self.registry_socket,
+        )
+        self._thread = threading.Thread(target=self._loop, name="nfd-dra-sockets", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.watch_interval):
+            for server, what in ((self._dra, "DRA"), (self._reg, "registration")):
+                if server.serving() or self._stop.is_set():
+                    continue
+                log.info("%s socket %s gone or replaced; serving again", what, server.path)
+                if server is self._reg:
+                    self.registered.clear()
+                try:
+                    server.serve()
+                except OSError as e:  # the directory is not back yet: next round
+                    log.debug("%s", e)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._reg.stop()
+        self._dra.stop()
+
+    def serving(self) -> dict[str, Any]:
+        return {"dra": self._dra.serving(), "registration": self._reg.serving()}

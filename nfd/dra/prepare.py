@@ -1,0 +1,207 @@
+"""NodePrepareResources and NodeUnprepareResources without gRPC: read the claim, take
+this driver's results on this node, write a CDI spec, remember it on disk.
+
+Both are idempotent (kubelet retries, and unprepares claims it never saw prepared). A
+claim that cannot be prepared fails alone, with a one-line reason; the other claims of
+the same call are prepared.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from nfd.devices import cdi
+from nfd.devices.model import CdiEdits, FoundDevice, cdi_name
+from nfd.dra import checkpoint
+from nfd.dra.checkpoint import CheckpointError, PreparedClaim, PreparedDevice
+from nfd.dra.slices import DraInventory
+
+log = logging.getLogger("nfd.dra")
+
+CDI_CLASS = "claim"
+SPEC_PREFIX = "nfd-dra-"
+
+
+class ClaimError(Exception):
+    """This claim cannot be prepared (or unprepared); the message says why."""
+
+
+# (namespace, name) -> the ResourceClaim as the API server has it; raises ClaimError.
+ClaimReader = Callable[[str, str], dict[str, Any]]
+
+
+class Preparer:
+    def __init__(
+        self,
+        inventory: DraInventory,
+        *,
+        driver: str,
+        node: str,
+        cdi_dir: str | Path,
+        checkpoint_path: str | Path,
+        read_claim: ClaimReader,
+    ) -> None:
+        self.inventory = inventory
+        self.driver = driver
+        self.node = node
+        self.cdi_dir = Path(cdi_dir)
+        self.checkpoint_path = Path(checkpoint_path)
+        self.read_claim = read_claim
+        self.cdi_kind = f"{driver}/{CDI_CLASS}"
+        self._lock = threading.Lock()
+        self.claims = self._load()
+
+    # -- the checkpoint ----------------------------------------------------------------
+    def _load(self) -> dict[str, PreparedClaim]:
+        try:
+            return checkpoint.load(self.checkpoint_path)
+        except CheckpointError as e:
+            aside = checkpoint.move_aside(self.checkpoint_path)
+            claims = self._from_cdi_specs()
+            log.error(
+                "%s; moved to %s, %d prepared claim(s) recovered from their CDI specs", e, aside, len(claims)
+            )
+            checkpoint.save(self.checkpoint_path, claims)
+            return claims
+
+    def _from_cdi_specs(self) -> dict[str, PreparedClaim]:
+        """The claims whose CDI specs we wrote: each spec names its claim and devices."""
+        out: dict[str, PreparedClaim] = {}
+        for path in sorted(self.cdi_dir.glob(f"{SPEC_PREFIX}*.json")):
+            try:
+                notes = json.loads(path.read_bytes()).get("annotations") or {}
+                ns, name, uid = notes[f"{self.driver}/claim"].split("/")
+                devices = [PreparedDevice.from_json(d) for d in json.loads(notes[f"{self.driver}/devices"])]
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue  # not one of ours, or not readable: nothing to recover from it
+            out[uid] = PreparedClaim(ns, name, tuple(devices))
+        return out
+
+    def _spec_path(self, uid: str) -> Path:
+        return self.cdi_dir / f"{SPEC_PREFIX}{cdi_name(uid)}.json"
+
+    # -- the calls ----------------------------------------------------------------------
+    def prepare(self, namespace: str, uid: str, name: str) -> tuple[PreparedDevice, ...]:
+        with self._lock:
+            done = self.claims.get(uid)
+        if done is not None:
+            return done.devices
+        # Reading the claim and checking its devices take no lock: kubelet prepares the
+        # claims of different pods at once.
+        where = f"claim {namespace}/{name}"
+        claim = self.read_claim(namespace, name)
+        have_uid = (claim.get("metadata") or {}).get("uid")
+        if have_uid != uid:
+            raise ClaimError(f"{where} has UID {have_uid}, not {uid} (deleted and created again?)")
+        by_device: dict[str, list[str]] = {}
+        for r in self._my_results(claim, where):
+            by_device.setdefault(str(r["device"]), []).append(str(r["request"]))
+        found: list[tuple[str, FoundDevice]] = []
+        for dev_name in by_device:
+            dev, why = self.inventory.usable(dev_name)
+            if dev is None:
+                raise ClaimError(f"{where}: {why}")
+            found.append((dev_name, dev))
+        with self._lock:
+            done = self.claims.get(uid)
+            if done is not None:  # a concurrent call for the same claim got there first
+                return done.devices
+            prepared = self._write_spec(namespace, name, uid, found, by_device)
+            self.claims[uid] = prepared
+            try:
+                checkpoint.save(self.checkpoint_path, self.claims)
+            except OSError as e:  # not remembered, so not prepared: undo, kubelet retries
+                del self.claims[uid]
+                self._spec_path(uid).unlink(missing_ok=True)
+                raise ClaimError(
+                    f"{where}: cannot save checkpoint {self.checkpoint_path}: {e.strerror or e}"
+                ) from None
+        log.info("%s: prepared %s", where, ", ".join(by_device))
+        return prepared.devices
+
+    def _my_results(self, claim: dict[str, Any], where: str) -> list[dict[str, Any]]:
+        allocation = (claim.get("status") or {}).get("allocation")
+        if not allocation:
+            raise ClaimError(f"{where} is not allocated")
+        results = (allocation.get("devices") or {}).get("results") or []
+        mine = [r for r in results if isinstance(r, dict) and r.get("driver") == self.driver]
+        if not mine:
+            drivers = sorted({str(r.get("driver")) for r in results if isinstance(r, dict)})
+            raise ClaimError(
+                f"{where} has no devices from driver {self.driver} (allocated from: {', '.join(drivers) or 'none'})"
+            )
+        for r in mine:
+            if r.get("pool") != self.node:
+                raise ClaimError(
+                    f"{where}: device {r.get('device')} is allocated from pool {r.get('pool')}, not from this"
+                    f" node's pool {self.node}"
+                )
+        return mine
+
+    def _write_spec(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        found: list[tuple[str, FoundDevice]],
+        requests: dict[str, list[str]],
+    ) -> PreparedClaim:
+        # One container gets all of a claim's devices: values of one variable are joined
+        # (PCIDEVICE_<RESOURCE>=a,b), as the device plugin does for one container.
+        joined: dict[str, list[str]] = {}
+        for _n, d in found:
+            for k, v in d.env:
+                if v not in joined.setdefault(k, []):
+                    joined[k].append(v)
+        env = tuple(f"{k}={','.join(v)}" for k, v in joined.items())
+        devices = [
+            (f"{uid}-{n}", replace(d, cdi=CdiEdits(env=(*env, *d.cdi.env), hooks=d.cdi.hooks)))
+            for n, d in found
+        ]
+        prepared = PreparedClaim(
+            namespace,
+            name,
+            tuple(
+                PreparedDevice(
+                    tuple(requests[n]), self.node, n, (f"{self.cdi_kind}={cdi_name(f'{uid}-{n}')}",)
+                )
+                for n, _d in found
+            ),
+        )
+        notes = {
+            f"{self.driver}/claim": f"{namespace}/{name}/{uid}",
+            f"{self.driver}/devices": json.dumps(
+                [d.to_json() for d in prepared.devices], separators=(",", ":")
+            ),
+        }
+        spec = cdi.build_spec(self.cdi_kind, devices, annotations=notes)
+        try:
+            cdi.write_json(self._spec_path(uid), spec)
+        except OSError as e:
+            raise ClaimError(
+                f"claim {namespace}/{name}: cannot write CDI spec in {self.cdi_dir}: {e.strerror or e}"
+            ) from None
+        return prepared
+
+    def unprepare(self, namespace: str, uid: str, name: str) -> None:
+        with self._lock:
+            try:
+                self._spec_path(uid).unlink(missing_ok=True)
+            except OSError as e:
+                raise ClaimError(
+                    f"claim {namespace}/{name}: cannot remove its CDI spec: {e.strerror or e}"
+                ) from None
+            if self.claims.pop(uid, None) is not None:
+                try:
+                    checkpoint.save(self.checkpoint_path, self.claims)
+                except OSError as e:
+                    raise ClaimError(
+                        f"claim {namespace}/{name}: cannot save checkpoint {self.checkpoint_path}: {e.strerror or e}"
+                    ) from None
+                log.info("claim %s/%s: unprepared", namespace, name)

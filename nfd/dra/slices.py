@@ -1,0 +1,154 @@
+"""The DRA view of the inventory: stable device names, and the pool's ResourceSlices.
+
+One pool per node, named after the node. A pool larger than a slice's limit (128
+devices) is split over several slices, all carrying the pool's generation and how many
+slices it has; a consumer takes only the newest generation's slices. Devices are
+withdrawn while unhealthy and come back when healthy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nfd.devices.inventory import ResourceState
+from nfd.devices.model import FoundDevice
+from nfd.dra.attributes import AttributeSource
+from nfd.features import Features
+from nfd.hostroot import HostRoot
+
+MAX_DEVICES_PER_SLICE = 128
+MAX_NAME = 253
+_NOT_LABEL = re.compile(r"[^a-z0-9-]+")
+
+
+def device_name(resource: str, device_id: str) -> str:
+    """A DNS label from the resource's short name and the device's ID
+    (``example.com/fpga`` + ``0000:3b:00.0`` -> ``fpga-0000-3b-00-0``): the same device
+    gets the same name on every start."""
+    base = _NOT_LABEL.sub("-", f"{resource.rpartition('/')[2]}-{device_id}".lower()).strip("-")
+    if len(base) <= 63:
+        return base or "device"
+    digest = hashlib.sha256(f"{resource}/{device_id}".encode()).hexdigest()[:10]
+    return base[:52].rstrip("-") + "-" + digest
+
+
+def slice_name(node: str, driver: str, index: int) -> str:
+    """Fixed names, so a restarted driver finds and replaces its own slices."""
+    base = f"{node}-{driver.replace('.', '-')}"
+    if len(base) + 6 > MAX_NAME:
+        base = base[:230].rstrip("-.") + "-" + hashlib.sha256(base.encode()).hexdigest()[:10]
+    return f"{base}-{index}"
+
+
+@dataclass(frozen=True)
+class DraDevice:
+    name: str
+    state: ResourceState
+    index: int  # in state.devices()
+    attributes: dict[str, Any]
+    capacity: dict[str, Any]
+
+    def api(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "attributes": self.attributes}
+        if self.capacity:
+            out["capacity"] = self.capacity
+        return out
+
+
+class DraInventory:
+    """Every DRA resource's devices under their names, with health from the states.
+
+    :meth:`replace` swaps in a new discovery's states (a device plugged in after the
+    start); readers always see one whole view."""
+
+    def __init__(self, states: Sequence[ResourceState], *, features: Features, host: HostRoot) -> None:
+        self._lock = threading.Lock()
+        self._swaps = 0
+        self.states, self.by_name = self._index(states, features, host)
+
+    @staticmethod
+    def _index(
+        states: Sequence[ResourceState], features: Features, host: HostRoot
+    ) -> tuple[list[ResourceState], dict[str, DraDevice]]:
+        src = AttributeSource(features, host)
+        by_name: dict[str, DraDevice] = {}
+        for s in states:
+            for i, (pid, d) in enumerate(s.devices()):
+                name = device_name(s.name, pid)
+                if name in by_name:
+                    raise ValueError(
+                        f"{s.res.where}: device {pid} is also served as {name} by"
+                        f" {by_name[name].state.name}; a device is served once"
+                    )
+                attrs, cap = src.build(resource=s.name, kind=s.res.kind.name, device=d)
+                by_name[name] = DraDevice(name, s, i, attrs, cap)
+        return list(states), by_name
+
+    def devices_of(self) -> set[tuple[str, str]]:
+        """(resource, device ID) of every device, healthy or not."""
+        with self._lock:
+            return {(s.name, pid) for s in self.states for pid in s.physical_ids}
+
+    def replace(
+        self, states: Sequence[ResourceState], *, features: Features, host: HostRoot
+    ) -> list[ResourceState]:
+        """Serve ``states`` from now on; the states no longer served (to be closed)."""
+        new_states, by_name = self._index(states, features, host)
+        with self._lock:
+            old = [s for s in self.states if all(s is not n for n in new_states)]
+            self.states, self.by_name = new_states, by_name
+            self._swaps += 1
+        return old
+
+    def version(self) -> tuple[int, ...]:
+        with self._lock:
+            return (self._swaps, *(s.version for s in self.states))
+
+    def healthy(self) -> list[dict[str, Any]]:
+        """The devices to publish now, sorted by name."""
+        with self._lock:
+            states, by_name = self.states, self.by_name
+        reasons = {id(s): s.reasons() for s in states}
+        return [d.api() for n, d in sorted(by_name.items()) if reasons[id(d.state)][d.index] is None]
+
+    def usable(self, name: str) -> tuple[FoundDevice | None, str | None]:
+        """The device with the resource's edits, or why it cannot be prepared."""
+        with self._lock:
+            d = self.by_name.get(name)
+        if d is None:
+            return None, f"device {name} is not on this node"
+        d.state.refresh([d.index])
+        reason = d.state.reasons()[d.index]
+        if reason is not None:
+            return None, f"device {name} is unhealthy: {reason}"
+        return d.state.devices()[d.index][1], None
+
+
+def pool_slices(
+    devices: Sequence[dict[str, Any]], *, driver: str, node: str, generation: int
+) -> list[dict[str, Any]]:
+    """The pool as ResourceSlice objects (an empty pool is one slice without devices:
+    it tells the scheduler the node has none, rather than nothing)."""
+    chunks = [
+        list(devices[i : i + MAX_DEVICES_PER_SLICE]) for i in range(0, len(devices), MAX_DEVICES_PER_SLICE)
+    ]
+    chunks = chunks or [[]]
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": slice_name(node, driver, i)},
+            "spec": {
+                "driver": driver,
+                "nodeName": node,
+                "pool": {"name": node, "generation": generation, "resourceSliceCount": len(chunks)},
+                "devices": chunk,
+            },
+        }
+        for i, chunk in enumerate(chunks)
+    ]

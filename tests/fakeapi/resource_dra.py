@@ -1,0 +1,274 @@
+"""resource.k8s.io/v1 (Dynamic Resource Allocation) as the API server validates it:
+ResourceSlices, ResourceClaims and DeviceClasses, with the limits of
+k8s.io/api/resource/v1 (128 devices per slice, 32 attributes and capacities per device,
+attribute values of at most 64 characters, ...)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .errors import invalid
+from .resources import ResourceType, _is_quantity, _meta_causes, _qualified_name_error
+
+GROUP = "resource.k8s.io"
+MAX_DEVICES = 128
+MAX_DEVICES_WITH_TAINTS = 64
+MAX_ATTRS_AND_CAPACITY = 32
+MAX_VALUE_LEN = 64
+MAX_ID_LEN = 32
+MAX_REQUESTS = 32
+MAX_SELECTORS = 32
+MAX_CEL_LEN = 10 * 1024
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_C_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(-((0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(\.(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(\+([0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*))?$"
+)
+Causes = list[tuple[str, str, str]]
+
+
+def _subdomain_error(value: Any, max_len: int = 253) -> str | None:
+    if not isinstance(value, str) or not value:
+        return "Required value"
+    if len(value) > max_len:
+        return f"must be no more than {max_len} characters"
+    if not all(_DNS_LABEL.match(p) for p in value.split(".")):
+        return "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+    return None
+
+
+def _label_error(value: Any) -> str | None:
+    if not isinstance(value, str) or not value:
+        return "Required value"
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        return "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (at most 63)"
+    return None
+
+
+def _qualified_id_error(name: str) -> str | None:
+    domain, sep, ident = name.rpartition("/")
+    if sep:
+        err = _subdomain_error(domain, 63)
+        if err:
+            return f"domain: {err}"
+    if not _C_IDENT.match(ident) or len(ident) > MAX_ID_LEN:
+        return f"a C identifier of at most {MAX_ID_LEN} characters is required"
+    return None
+
+
+def _attribute_causes(path: str, name: str, value: Any) -> Causes:
+    err = _qualified_id_error(name)
+    if err:
+        return [(path, name, err)]
+    if not isinstance(value, dict):
+        return [(f"{path}[{name}]", str(value), "must be an object")]
+    kinds = [k for k in ("int", "bool", "string", "version") if k in value]
+    if len(kinds) != 1 or set(value) - {"int", "bool", "string", "version"}:
+        return [(f"{path}[{name}]", str(value), "exactly one value must be specified")]
+    v = value[kinds[0]]
+    if kinds[0] == "int" and (isinstance(v, bool) or not isinstance(v, int)):
+        return [(f"{path}[{name}].int", str(v), "must be an integer")]
+    if kinds[0] == "bool" and not isinstance(v, bool):
+        return [(f"{path}[{name}].bool", str(v), "must be a boolean")]
+    if kinds[0] in ("string", "version"):
+        if not isinstance(v, str):
+            return [(f"{path}[{name}].{kinds[0]}", str(v), "must be a string")]
+        if len(v) > MAX_VALUE_LEN:
+            return [
+                (f"{path}[{name}].{kinds[0]}", v, f"Too long: may not be more than {MAX_VALUE_LEN} bytes")
+            ]
+        if kinds[0] == "version" and not _SEMVER.match(v):
+            return [(f"{path}[{name}].version", v, "must be a string compatible with semver.org spec 2.0.0")]
+    return []
+
+
+def _device_causes(path: str, dev: Any) -> Causes:
+    if not isinstance(dev, dict):
+        return [(path, str(dev), "must be an object")]
+    causes: Causes = []
+    err = _label_error(dev.get("name"))
+    if err:
+        causes.append((f"{path}.name", str(dev.get("name")), err))
+    attrs = dev.get("attributes") or {}
+    capacity = dev.get("capacity") or {}
+    for name, value in attrs.items():
+        causes += _attribute_causes(f"{path}.attributes", name, value)
+    for name, value in capacity.items():
+        err = _qualified_id_error(name)
+        if err:
+            causes.append((f"{path}.capacity", name, err))
+        q = value.get("value") if isinstance(value, dict) else None
+        if not isinstance(q, str | int) or not _is_quantity(str(q)):
+            causes.append((f"{path}.capacity[{name}].value", str(q), "must be a quantity"))
+    if len(attrs) + len(capacity) > MAX_ATTRS_AND_CAPACITY:
+        causes.append(
+            (
+                path,
+                "",
+                f"Too many: {len(attrs) + len(capacity)}: must have at most {MAX_ATTRS_AND_CAPACITY} attributes and capacities combined",
+            )
+        )
+    if len(dev.get("taints") or []) > 16:
+        causes.append((f"{path}.taints", "", "Too many: must have at most 16 items"))
+    return causes
+
+
+def _validate_slice(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    causes = _meta_causes(obj, old)
+    spec = obj.get("spec") or {}
+    err = _subdomain_error(spec.get("driver"), 63)
+    if err:
+        causes.append(("spec.driver", str(spec.get("driver")), err))
+    pool = spec.get("pool") or {}
+    name = pool.get("name")
+    if (
+        not isinstance(name, str)
+        or not name
+        or len(name) > 253
+        or any(_subdomain_error(p) for p in name.split("/"))
+    ):
+        causes.append(
+            ("spec.pool.name", str(name), "must be one or more DNS sub-domains separated by slashes")
+        )
+    gen, count = pool.get("generation"), pool.get("resourceSliceCount")
+    if isinstance(gen, bool) or not isinstance(gen, int) or gen < 0:
+        causes.append(("spec.pool.generation", str(gen), "must be greater than or equal to 0"))
+    if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
+        causes.append(("spec.pool.resourceSliceCount", str(count), "must be greater than zero"))
+    chosen = [k for k in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection") if spec.get(k)]
+    if len(chosen) != 1:
+        causes.append(
+            (
+                "spec",
+                "",
+                "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required",
+            )
+        )
+    if old is not None:
+        old_spec = old.get("spec") or {}
+        for key in ("driver", "nodeName"):
+            if spec.get(key) != old_spec.get(key):
+                causes.append((f"spec.{key}", str(spec.get(key)), "field is immutable"))
+    devices = spec.get("devices") or []
+    tainted = any(isinstance(d, dict) and (d.get("taints") or d.get("consumesCounters")) for d in devices)
+    limit = MAX_DEVICES_WITH_TAINTS if tainted else MAX_DEVICES
+    if len(devices) > limit:
+        causes.append(("spec.devices", "", f"Too many: {len(devices)}: must have at most {limit} items"))
+    seen: set[str] = set()
+    for i, dev in enumerate(devices):
+        causes += _device_causes(f"spec.devices[{i}]", dev)
+        name = dev.get("name") if isinstance(dev, dict) else None
+        if isinstance(name, str):
+            if name in seen:
+                causes.append((f"spec.devices[{i}].name", name, "Duplicate value"))
+            seen.add(name)
+    if causes:
+        raise invalid("ResourceSlice", GROUP, obj["metadata"]["name"], causes)
+
+
+def _validate_claim(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    causes = _meta_causes(obj, old)
+    spec = obj.get("spec") or {}
+    if old is not None and spec != (old.get("spec") or {}):
+        causes.append(("spec", "", "field is immutable"))
+    requests = (spec.get("devices") or {}).get("requests") or []
+    if len(requests) > MAX_REQUESTS:
+        causes.append(("spec.devices.requests", "", f"Too many: must have at most {MAX_REQUESTS} items"))
+    names: set[str] = set()
+    for i, req in enumerate(requests):
+        path = f"spec.devices.requests[{i}]"
+        err = _label_error(req.get("name"))
+        if err:
+            causes.append((f"{path}.name", str(req.get("name")), err))
+        elif req["name"] in names:
+            causes.append((f"{path}.name", req["name"], "Duplicate value"))
+        names.add(str(req.get("name")))
+        if ("exactly" in req) == ("firstAvailable" in req):
+            causes.append((path, "", "exactly one of `exactly` or `firstAvailable` is required"))
+        exactly = req.get("exactly") or {}
+        if "exactly" in req and _subdomain_error(exactly.get("deviceClassName")):
+            causes.append(
+                (f"{path}.exactly.deviceClassName", str(exactly.get("deviceClassName")), "Required value")
+            )
+    results = (((obj.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+    for i, r in enumerate(results):
+        path = f"status.allocation.devices.results[{i}]"
+        if r.get("request") not in names and str(r.get("request", "")).split("/")[0] not in names:
+            causes.append(
+                (f"{path}.request", str(r.get("request")), "must be the name of a request in the claim")
+            )
+        for key, check in (("driver", lambda v: _subdomain_error(v, 63)), ("device", _label_error)):
+            err = check(r.get(key))
+            if err:
+                causes.append((f"{path}.{key}", str(r.get(key)), err))
+        if not r.get("pool"):
+            causes.append((f"{path}.pool", "", "Required value"))
+    if causes:
+        raise invalid("ResourceClaim", GROUP, obj["metadata"]["name"], causes)
+
+
+def _validate_class(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    causes = _meta_causes(obj, old)
+    spec = obj.get("spec") or {}
+    selectors = spec.get("selectors") or []
+    if len(selectors) > MAX_SELECTORS:
+        causes.append(("spec.selectors", "", f"Too many: must have at most {MAX_SELECTORS} items"))
+    for i, sel in enumerate(selectors):
+        expr = ((sel or {}).get("cel") or {}).get("expression")
+        if not isinstance(expr, str) or not expr.strip():
+            causes.append((f"spec.selectors[{i}].cel.expression", "", "Required value"))
+        elif len(expr) > MAX_CEL_LEN:
+            causes.append(
+                (
+                    f"spec.selectors[{i}].cel.expression",
+                    "",
+                    f"Too long: may not be more than {MAX_CEL_LEN} bytes",
+                )
+            )
+    ext = spec.get("extendedResourceName")
+    if ext is not None:
+        domain = str(ext).partition("/")[0]
+        if (
+            not isinstance(ext, str)
+            or "/" not in ext
+            or _qualified_name_error(ext)
+            or domain == "kubernetes.io"
+            or domain.endswith(".kubernetes.io")
+        ):
+            causes.append(("spec.extendedResourceName", str(ext), "must be a valid extended resource name"))
+    if causes:
+        raise invalid("DeviceClass", GROUP, obj["metadata"]["name"], causes)
+
+
+RESOURCE_SLICES = ResourceType(
+    GROUP,
+    "v1",
+    "resourceslices",
+    "ResourceSlice",
+    namespaced=False,
+    field_selectors=frozenset({"metadata.name", "spec.nodeName", "spec.driver"}),
+    validate=_validate_slice,
+)
+RESOURCE_CLAIMS = ResourceType(
+    GROUP,
+    "v1",
+    "resourceclaims",
+    "ResourceClaim",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    field_selectors=frozenset({"metadata.name", "metadata.namespace"}),
+    validate=_validate_claim,
+)
+DEVICE_CLASSES = ResourceType(
+    GROUP,
+    "v1",
+    "deviceclasses",
+    "DeviceClass",
+    namespaced=False,
+    validate=_validate_class,
+)
+DRA_TYPES = (RESOURCE_SLICES, RESOURCE_CLAIMS, DEVICE_CLASSES)

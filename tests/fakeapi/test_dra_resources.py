@@ -1,0 +1,182 @@
+"""The fake serves resource.k8s.io/v1 with the API server's validation limits."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from tests.fakeapi import FakeApiServer
+
+
+def a_slice(name: str = "s", *, devices: list[dict[str, Any]] | None = None, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "driver": "dra.example.com",
+        "nodeName": "n1",
+        "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+        "devices": devices if devices is not None else [{"name": "d0"}],
+    }
+    body.update(spec)
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": body,
+    }
+
+
+def create(api_client: Any, body: dict[str, Any]) -> dict[str, Any]:
+    from kubernetes import client
+
+    api: Any = client.ResourceV1Api(api_client)
+    out: dict[str, Any] = json.loads(api.create_resource_slice(body, _preload_content=False).data)
+    return out
+
+
+def refused(api_client: Any, body: dict[str, Any]) -> str:
+    with pytest.raises(ApiException) as e:
+        create(api_client, body)
+    assert e.value.status == 422
+    message: str = json.loads(e.value.body)["message"]
+    return message
+
+
+def test_a_valid_slice_is_stored_and_listed_by_node_and_driver(
+    fake_api: FakeApiServer, fake_api_client: Any
+) -> None:
+    from kubernetes import client
+
+    dev = {
+        "name": "gpu-0",
+        "attributes": {
+            "resource.kubernetes.io/pciBusID": {"string": "0000:3b:00.0"},
+            "numaNode": {"int": 0},
+            "migEnabled": {"bool": False},
+            "cudaComputeCapability": {"version": "9.0.0"},
+        },
+        "capacity": {"memory": {"value": "80Gi"}},
+    }
+    create(fake_api_client, a_slice("mine", devices=[dev]))
+    create(fake_api_client, a_slice("other", nodeName="n2"))
+    api: Any = client.ResourceV1Api(fake_api_client)
+    got = json.loads(
+        api.list_resource_slice(
+            field_selector="spec.nodeName=n1,spec.driver=dra.example.com", _preload_content=False
+        ).data
+    )
+    assert [s["metadata"]["name"] for s in got["items"]] == ["mine"]
+    assert got["items"][0]["spec"]["devices"] == [dev]
+
+
+@pytest.mark.parametrize(
+    ("body", "expect"),
+    [
+        (
+            a_slice(devices=[{"name": f"d{i}"} for i in range(129)]),
+            "Too many: 129: must have at most 128 items",
+        ),
+        (
+            a_slice(devices=[{"name": "d", "attributes": {f"a{i}": {"int": i} for i in range(33)}}]),
+            "must have at most 32 attributes and capacities combined",
+        ),
+        (
+            a_slice(
+                devices=[
+                    {
+                        "name": "d",
+                        "attributes": {f"a{i}": {"int": i} for i in range(31)},
+                        "capacity": {"m": {"value": "1"}, "n": {"value": "2"}},
+                    }
+                ]
+            ),
+            "must have at most 32 attributes and capacities combined",
+        ),
+        (
+            a_slice(devices=[{"name": "d", "attributes": {"p": {"string": "x" * 65}}}]),
+            "may not be more than 64 bytes",
+        ),
+        (a_slice(devices=[{"name": "d", "attributes": {"v": {"version": "535.104.05"}}}]), "semver"),
+        (
+            a_slice(devices=[{"name": "d", "attributes": {"p": {"string": "a", "int": 1}}}]),
+            "exactly one value",
+        ),
+        (
+            a_slice(devices=[{"name": "d", "attributes": {"x" * 33: {"int": 1}}}]),
+            "C identifier of at most 32",
+        ),
+        (a_slice(devices=[{"name": "D_0"}]), "spec.devices[0].name"),
+        (a_slice(devices=[{"name": "d"}, {"name": "d"}]), "Duplicate value"),
+        (a_slice(driver="Bad_Driver"), "spec.driver"),
+        (a_slice(nodeName=None), "exactly one of `nodeName`"),
+        (a_slice(allNodes=True), "exactly one of `nodeName`"),
+        (
+            a_slice(pool={"name": "n1", "generation": 1, "resourceSliceCount": 0}),
+            "spec.pool.resourceSliceCount",
+        ),
+        (a_slice(devices=[{"name": "d", "capacity": {"memory": {"value": "lots"}}}]), "must be a quantity"),
+    ],
+)
+def test_limits(fake_api_client: Any, body: dict[str, Any], expect: str) -> None:
+    assert expect in refused(fake_api_client, body)
+
+
+def test_slice_driver_and_node_are_immutable(fake_api: FakeApiServer) -> None:
+    fake_api.objects.create("resourceslices", a_slice("s"))
+    with pytest.raises(Exception, match="field is immutable"):
+        fake_api.objects.modify("resourceslices", "s", lambda o: o["spec"].update(nodeName="n2"))
+
+
+def test_claims_and_device_classes(fake_api: FakeApiServer) -> None:
+    claim = {
+        "metadata": {"name": "c", "namespace": "default"},
+        "spec": {
+            "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}
+        },
+    }
+    fake_api.objects.create("resourceclaims", claim, "default")
+    with pytest.raises(Exception, match="field is immutable"):
+        fake_api.objects.modify(
+            "resourceclaims",
+            "c",
+            lambda o: o["spec"]["devices"]["requests"][0].update(name="other"),
+            "default",
+        )
+    with pytest.raises(Exception, match="must be the name of a request"):
+        fake_api.objects.modify(
+            "resourceclaims",
+            "c",
+            lambda o: o.update(
+                status={
+                    "allocation": {
+                        "devices": {
+                            "results": [
+                                {"request": "nope", "driver": "d.example.com", "pool": "n1", "device": "x"}
+                            ]
+                        }
+                    }
+                }
+            ),
+            "default",
+            subresource="status",
+        )
+    fake_api.objects.create(
+        "deviceclasses",
+        {
+            "metadata": {"name": "gpu.example.com"},
+            "spec": {
+                "selectors": [{"cel": {"expression": "true"}}],
+                "extendedResourceName": "example.com/gpu",
+            },
+        },
+    )
+    with pytest.raises(Exception, match="extendedResourceName"):
+        fake_api.objects.create(
+            "deviceclasses",
+            {"metadata": {"name": "bad"}, "spec": {"extendedResourceName": "kubernetes.io/gpu"}},
+        )
+    with pytest.raises(Exception, match=r"cel\.expression"):
+        fake_api.objects.create(
+            "deviceclasses", {"metadata": {"name": "bad2"}, "spec": {"selectors": [{"cel": {}}]}}
+        )
