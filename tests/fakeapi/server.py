@@ -238,13 +238,16 @@ class _Handler(BaseHTTPRequestHandler):
             head.append(f"{k}: {v}")
         self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
 
-    def _user(self) -> str | None:
-        """The username the request's bearer token stands for, if the registry knows it."""
+    def _user(self) -> tuple[str | None, list[str]]:
+        """The username and groups the request's bearer token stands for, if the registry
+        knows it."""
         auth = self.headers.get("Authorization") or ""
         if not auth.startswith("Bearer "):
-            return None
+            return None, []
         status = self.server.fake.tokens.review({"token": auth[7:].strip()})
-        return status["user"]["username"] if status.get("authenticated") else None
+        if not status.get("authenticated"):
+            return None, []
+        return status["user"]["username"], list(status["user"].get("groups") or [])
 
     def _read_body(self) -> bytes:
         try:
@@ -273,7 +276,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         route = _Route()
         logged = False
-        user = self._user()
+        user, groups = self._user()
 
         def record(status: int) -> None:
             # Logged before the answer goes out, so a client that got its answer finds
@@ -309,6 +312,11 @@ class _Handler(BaseHTTPRequestHandler):
                 route = _route(method, url.path, query)
                 if fake.require_auth and user is None and route.special not in _PUBLIC:
                     raise ApiError(401, "Unauthorized")
+                if fake.enforce_rbac and user is not None and route.special not in _PUBLIC:
+                    fake.authz.enforce(
+                        user, groups, verb=route.verb, resource=route.resource, subresource=route.subresource,
+                        namespace=route.namespace, name=route.name,
+                    )  # fmt: skip
                 delay, injected = fake.faults.take(
                     method, url.path, route.verb, route.resource, route.subresource
                 )
@@ -677,6 +685,8 @@ class ServerCore:
         self.stopping = threading.Event()
         # When True, requests need a bearer token the registry knows (401 otherwise).
         self.require_auth = False
+        # When True, RBAC (``authz``) decides every authenticated request (403 otherwise).
+        self.enforce_rbac = False
         self._host, self._port = host, port
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
