@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from nfd.master.runtime import Runtime
     from nfd.master.settings import MasterSettings
+    from nfd.master.tls import ServingFiles
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -192,19 +193,21 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(e), code=1) from None
     app = serving_app(create_app(runtime=runtime))
     srv = settings.server
-    cert, key = _serving_files(settings, runtime)
+    files = _serving_files(settings, runtime)
     config = uvicorn.Config(
         app,
         host=srv.host,
         port=srv.port,
-        ssl_certfile=cert,
-        ssl_keyfile=key,
+        ssl_certfile=str(files.cert) if files else None,
+        ssl_keyfile=str(files.key) if files else None,
         log_config=None,  # keep the CLI's logging setup
         access_log=False,  # thousands of workers: access lines would drown everything else
         timeout_keep_alive=75,  # workers keep connections across their 60 s interval
         timeout_graceful_shutdown=10,
     )
     server = _server_class()(config)
+    if files is not None and settings.tls.cert_file is None and runtime.api is not None:
+        server.renew = (runtime.api, settings.tls, files)  # the cluster's certificate: kept renewed
     import gc
 
     # What is imported and built by now lives as long as the process: keep it out of the
@@ -219,33 +222,32 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serving_files(settings: MasterSettings, runtime: Runtime) -> tuple[str | None, str | None]:
+def _serving_files(settings: MasterSettings, runtime: Runtime) -> ServingFiles | None:
     """Certificate and key files to serve with: given ones, else the cluster's (made or
-    renewed at need; transient API errors are retried for about a minute); (None, None)
-    for plain HTTP."""
+    renewed at need; transient API errors are retried for about a minute); None for
+    plain HTTP."""
     import asyncio
     import logging
     import time
 
     from nfd.cli import CliError
     from nfd.master.kube import KubeError
-    from nfd.master.tls import TLSError, ensure_certificate, write_files
+    from nfd.master.tls import ServingFiles, TLSError, ensure_certificate, write_files
 
     log = logging.getLogger("nfd.master")
     t = settings.tls
     if t.cert_file is not None and t.key_file is not None:
-        return str(t.cert_file), str(t.key_file)
+        return ServingFiles(t.cert_file, t.key_file)
     if not t.enabled:
         log.warning("TLS is OFF (--no-tls): workers' tokens and features travel in cleartext")
-        return None, None
+        return None
     if runtime.api is None:
         log.warning("no cluster to keep a certificate in and no --tls-cert-file: serving plain HTTP")
-        return None, None
+        return None
     delay, deadline = 1.0, time.monotonic() + 60
     while True:
         try:
-            files = write_files(asyncio.run(ensure_certificate(runtime.api, t)))
-            return str(files.cert), str(files.key)
+            return write_files(asyncio.run(ensure_certificate(runtime.api, t)))
         except TLSError as e:
             raise CliError(f"TLS: {e}", code=1) from None
         except KubeError as e:
@@ -257,13 +259,32 @@ def _serving_files(settings: MasterSettings, runtime: Runtime) -> tuple[str | No
 
 
 def _server_class() -> type:
+    import asyncio
     import signal
+    from typing import Any
 
     import uvicorn
 
     class Server(uvicorn.Server):
         """SIGTERM is how a Pod is stopped: after the graceful shutdown, exit 0 rather
-        than re-raise the signal (uvicorn's default, which reads as a crash)."""
+        than re-raise the signal (uvicorn's default, which reads as a crash). With
+        ``renew`` set, the cluster's certificate is kept renewed while serving."""
+
+        renew: tuple[Any, Any, Any] | None = None
+        _renewing: asyncio.Task[None] | None = None
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.renew is not None and self.config.ssl is not None:
+                from nfd.master.tls import keep_renewed
+
+                api, settings, files = self.renew
+                self._renewing = asyncio.create_task(keep_renewed(api, settings, files, self.config.ssl))
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            if self._renewing is not None:
+                self._renewing.cancel()
+            await super().shutdown(sockets)
 
         def handle_exit(self, sig: int, frame: object) -> None:
             super().handle_exit(sig, frame)  # type: ignore[arg-type]

@@ -10,10 +10,12 @@ written only when it differs from the Secret's CA, under the same rules."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as dt
 import logging
 import os
+import ssl
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,15 +96,44 @@ async def ensure_certificate(api: KubeApi, s: TLSSettings) -> Bundle:
     raise TLSError(f"Secret {s.namespace}/{s.secret_name} kept changing under us ({ATTEMPTS} tries)")
 
 
-def write_files(bundle: Bundle) -> ServingFiles:
-    """The certificate and key in a private directory, for uvicorn (which takes paths)."""
-    d = Path(tempfile.mkdtemp(prefix="nfd-master-tls-"))  # mode 0700
-    cert, key = d / "tls.crt", d / "tls.key"
-    cert.write_bytes(bundle.cert)
-    fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(bundle.key)
-    return ServingFiles(cert, key)
+def write_files(bundle: Bundle, into: ServingFiles | None = None) -> ServingFiles:
+    """The certificate and key in a private directory, for uvicorn (which takes paths);
+    ``into``: replace those files (each by a rename, never half written)."""
+    if into is None:
+        d = Path(tempfile.mkdtemp(prefix="nfd-master-tls-"))  # mode 0700
+        into = ServingFiles(d / "tls.crt", d / "tls.key")
+    for path, data in ((into.key, bundle.key), (into.cert, bundle.cert)):
+        tmp = path.with_name(f".{path.name}.new")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        tmp.replace(path)
+    return into
+
+
+async def renew_once(api: KubeApi, s: TLSSettings, files: ServingFiles, context: ssl.SSLContext) -> bool:
+    """Serve what the Secret holds now, renewing it when due (another replica may have
+    already): rewrite the files and load them into the live context, which new
+    connections then get. True when the served certificate changed."""
+    bundle = await ensure_certificate(api, s)
+    if bundle.cert == files.cert.read_bytes():
+        return False
+    write_files(bundle, files)
+    context.load_cert_chain(str(files.cert), str(files.key))
+    log.warning("TLS: now serving the renewed certificate")
+    return True
+
+
+async def keep_renewed(
+    api: KubeApi, s: TLSSettings, files: ServingFiles, context: ssl.SSLContext, *, every_s: float = 6 * 3600
+) -> None:
+    """A long-running master renews its certificate without a restart."""
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            await renew_once(api, s, files, context)
+        except (KubeError, TLSError, OSError, ssl.SSLError) as e:
+            log.warning("TLS: cannot check the certificate for renewal now (%s); trying again later", e)
 
 
 async def _read(api: KubeApi, kind: str, ns: str, name: str) -> dict[str, Any] | None:

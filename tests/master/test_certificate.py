@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import datetime as dt
+import socket
+import ssl
+import threading
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from nfd.master import certs
 from nfd.master.kube import KubeApi, make_api_client
 from nfd.master.settings import KubeSettings, TLSSettings
-from nfd.master.tls import TLSError, dns_names, ensure_certificate
+from nfd.master.tls import IPS, TLSError, dns_names, ensure_certificate, renew_once, write_files
 
 NS = "node-feature-discovery"
 NOW = dt.datetime.now(dt.UTC)
@@ -107,3 +112,46 @@ def test_forbidden_says_what_and_why(fake_api):
     fake_api.faults.fail(403, verb="create", resource="secrets")
     with pytest.raises(TLSError, match=r"write Secret node-feature-discovery/nfd-master-tls: forbidden"):
         ensure(fake_api)
+
+
+def served_der(port: int) -> bytes:
+    return ssl.PEM_cert_to_DER_cert(ssl.get_server_certificate(("127.0.0.1", port)))
+
+
+def test_a_running_master_serves_the_renewed_certificate(fake_api, tmp_path):
+    s = TLSSettings(namespace=NS)
+    files = write_files(ensure(fake_api))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(files.cert), str(files.key))
+    srv = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:  # a TLS listener on the live context, as uvicorn's
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with contextlib.suppress(OSError), ctx.wrap_socket(conn, server_side=True):
+                pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    port = srv.getsockname()[1]
+    try:
+        before = served_der(port)
+        assert before == x509.load_pem_x509_certificate(files.cert.read_bytes()).public_bytes(
+            serialization.Encoding.DER
+        )
+        api = KubeApi(make_api_client(fake_api.configuration(fake_api.admin_token()), 4), KubeSettings())
+        try:
+            assert asyncio.run(renew_once(api, s, files, ctx)) is False  # nothing new
+            # Another replica renewed the certificate in the Secret (same CA).
+            old = stored(fake_api)
+            cert, key = certs.issue(old.ca_cert, old.ca_key, dns_names=dns_names(s), ips=IPS, days=365, now=NOW)
+            store(fake_api, certs.Bundle(old.ca_cert, old.ca_key, cert, key))
+            assert asyncio.run(renew_once(api, s, files, ctx)) is True
+        finally:
+            api.close()
+        assert files.cert.read_bytes() == cert
+        assert served_der(port) == x509.load_pem_x509_certificate(cert).public_bytes(serialization.Encoding.DER)
+    finally:
+        srv.close()
