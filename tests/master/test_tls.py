@@ -176,3 +176,15 @@ def test_own_certificate_files(tmp_path):
         assert r.status_code == 200 and r.json() == {"status": "ok"}
     finally:
         m.stop()
+
+
+def test_worker_sends_no_token_in_cleartext_unless_told(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("t")
+    base = ["worker", "--oneshot", "--master", "http://127.0.0.1:9", "--node-name", "n", "--sources", "local",
+            "--host-root", str(tmp_path), "--token-file", str(token)]  # fmt: skip
+    r = run_cli(*base)
+    assert r.returncode == 2 and "cleartext" in r.stderr and "--plain-http" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = run_cli(*base, "--plain-http")  # allowed: then it only finds nobody listening
+    assert r.returncode == 1 and "cleartext" not in r.stderr
