@@ -50,8 +50,8 @@ class _Entry:
 class PodView(Protocol):
     """What the authenticator asks of the pod watch (nfd.master.podwatch.PodWatch)."""
 
-    def live(self) -> bool:
-        """The watch is current: a pod deleted by now is known to be gone."""
+    def vouches(self, uid: str) -> bool:
+        """The watch is current and holds this pod: were it deleted, it would know."""
         ...
 
     def deleted(self, uid: str) -> bool:
@@ -129,7 +129,7 @@ class Authenticator:
         if now - e.reviewed < self.settings.revocation_window_s:
             return True
         r = e.result
-        return isinstance(r, Identity) and bool(r.pod_uid) and self.pods is not None and self.pods.live()
+        return isinstance(r, Identity) and bool(r.pod_uid) and self.pods is not None and self.pods.vouches(r.pod_uid)
 
     async def _identity(self, authorization: str | None) -> Identity:
         token = bearer_token(authorization)

@@ -30,6 +30,7 @@ class PodWatch:
         self.selector = f"spec.serviceAccountName={service_account}"
         self.on_gone = on_gone
         self.pods: dict[str, tuple[str, str]] = {}  # name -> (uid, node name)
+        self._uids: set[str] = set()  # of the pods above
         self._gone: dict[str, float] = {}  # uid -> when it was seen deleted
         self.synced = False
         self._up = False  # listed, and the watch has not broken since
@@ -40,7 +41,11 @@ class PodWatch:
 
     # -- what the authenticator asks ------------------------------------------------------
     def live(self) -> bool:
+        """Listed, and the watch has not broken since."""
         return self._up
+
+    def vouches(self, uid: str) -> bool:
+        return self._up and uid in self._uids
 
     def deleted(self, uid: str) -> bool:
         return uid in self._gone
@@ -78,6 +83,7 @@ class PodWatch:
                 break
         self._resource_version = str(meta.get("resourceVersion") or "")
         before, self.pods = self.pods, pods
+        self._uids = {uid for uid, _node in pods.values()}
         for name, (uid, _node) in before.items():
             if pods.get(name, ("",))[0] != uid:  # deleted while the watch was away
                 self._forget(uid)
@@ -96,8 +102,10 @@ class PodWatch:
             if old is not None and old[0] != entry[0]:
                 self._forget(old[0])  # replaced under the same name
             self.pods[name] = entry
+            self._uids.add(entry[0])
 
     def _forget(self, uid: str) -> None:
+        self._uids.discard(uid)
         now = time.monotonic()
         self._gone[uid] = now
         if len(self._gone) > 1000:
