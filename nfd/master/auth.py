@@ -10,7 +10,9 @@ checked again."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -62,6 +64,23 @@ class PodView(Protocol):
         """The node of the live pod ``name`` with ``uid``; None when the watch does not
         know it (or it is not on a node yet)."""
         ...
+
+
+def _expires_in(token: str) -> float | None:
+    """Seconds until the ``exp`` claim of a JWT (ServiceAccount tokens are), read without
+    checking the signature: only after the API server accepted this very token, so as
+    not to trust its answer longer than the token lives. None for other tokens."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+        exp = claims.get("exp")
+    except (ValueError, TypeError, AttributeError):
+        return None
+    if isinstance(exp, bool) or not isinstance(exp, int | float):
+        return None
+    return float(exp) - time.time()
 
 
 def bearer_token(authorization: str | None) -> str:
@@ -149,18 +168,20 @@ class Authenticator:
             # deleted while the review was under way
             result = AuthError(401, "invalid token: its pod was deleted")
         if not (isinstance(result, AuthError) and result.status >= 500):
-            self._remember(key, result, t)
+            self._remember(key, result, t, _expires_in(token))
         if isinstance(result, AuthError):
             raise result
         return result
 
-    def _remember(self, key: str, result: Identity | AuthError, t: float) -> None:
+    def _remember(self, key: str, result: Identity | AuthError, t: float, lives: float | None) -> None:
         if len(self._cache) > 50_000:  # expired tokens pile up only this far
             self._cache = {k: v for k, v in self._cache.items() if v.expiry > t}
             live = set(self._cache)
             self._by_pod = {u: ks & live for u, ks in self._by_pod.items() if ks & live}
         # A refusal is repeated only briefly: the pod or binding it lacked may appear.
         ttl = self.settings.cache_ttl_s if isinstance(result, Identity) else self.settings.revocation_window_s
+        if lives is not None:  # never trusted past the token's own end
+            ttl = min(ttl, lives)
         self._cache[key] = _Entry(t + ttl, t, result)
         if isinstance(result, Identity) and result.pod_uid:
             self._by_pod.setdefault(result.pod_uid, set()).add(key)

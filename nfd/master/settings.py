@@ -26,10 +26,12 @@ class AuthSettings(BaseModel):
     audience: str = ""
     # "namespace:name" of the service account every worker runs as.
     worker_service_account: str = "node-feature-discovery:nfd-worker"
-    # How long a worker's TokenReview answer is trusted. A token whose pod is deleted is
-    # dropped at once (the master watches the workers' pods), so this bounds only other
-    # revocations; workers re-send the same token for most of its hour-long life.
-    cache_ttl_s: float = Field(default=300.0, ge=0)
+    # How long a worker's TokenReview answer is trusted (never past the token's own
+    # ``exp``). A token whose pod is deleted is dropped at once (the master watches the
+    # workers' pods), so this bounds only other revocations (its service account
+    # deleted); the kubelet replaces an hour-long token after about 48 minutes, so the
+    # steady state costs a review per worker about that often.
+    cache_ttl_s: float = Field(default=3600.0, ge=0)
     # Longest a token whose pod is gone stays accepted: cached answers older than this
     # are re-checked while the pod watch cannot vouch for them (not synced, broken).
     revocation_window_s: float = Field(default=5.0, gt=0)

@@ -3,6 +3,8 @@ mapped to 401 / 403 / 200, node binding by node-name or by pod, and the cache.""
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from typing import Any
 
@@ -159,3 +161,22 @@ def test_cached_answers_outlive_the_window_only_for_pods_the_watch_holds(authed)
     authn.forget_pod("u1")  # what the watch calls when the pod is deleted
     assert put(c, "b", "pod-b").status_code == 200
     assert api.reviews == 3
+
+
+def jwt(claims: dict[str, Any]) -> str:
+    def part(d: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(d).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'RS256'})}.{part(claims)}.c2lnbmF0dXJl"
+
+
+def test_an_answer_is_not_trusted_past_the_tokens_end(authed):
+    c, api = authed
+    short = jwt({"exp": int(time.time()) + 2, "sub": "w"})
+    api.tokens[short] = api.tokens["node-a"]
+    assert put(c, "a", short).status_code == 200
+    assert put(c, "a", short).status_code == 200
+    assert api.reviews == 1
+    time.sleep(2.1)
+    put(c, "a", short)  # the stand-in still accepts it; what counts is that it was asked
+    assert api.reviews == 2
