@@ -73,7 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parallelism", type=int, metavar="N", help="nodes written at once (default 10)")
 
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
 def settings_from_args(args: argparse.Namespace) -> MasterSettings:
@@ -123,11 +123,11 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         ("--tls-service", "service_name", args.tls_service),
     ):
         if val is not None:
-            if not _DNS_LABEL.match(val):
+            if not _DNS_NAME.match(val):
                 raise CliError(f"{flag} {val!r}: expected a lowercase DNS name (a-z, 0-9, '-', '.')")
             setattr(s.tls, attr, val)
     for name in args.tls_dns_name:
-        if not _DNS_LABEL.match(name):
+        if not _DNS_NAME.match(name):
             raise CliError(f"--tls-dns-name {name!r}: expected a lowercase DNS name (a-z, 0-9, '-', '.')")
     s.tls.extra_dns_names += args.tls_dns_name
     if args.kubeconfig:
@@ -217,6 +217,11 @@ def run(args: argparse.Namespace) -> int:
         server.run()  # handles SIGTERM/SIGINT: stops accepting, drains, runs the lifespan's end
     except OSError as e:
         raise CliError(f"cannot serve on {srv.host}:{srv.port}: {e.strerror or e}", code=1) from None
+    finally:
+        if server.renew is not None and files is not None:  # the private copy of the key goes with us
+            import shutil
+
+            shutil.rmtree(files.cert.parent, ignore_errors=True)
     if not server.started:
         raise CliError(f"could not start on {srv.host}:{srv.port} (see the log above)", code=1)
     return 0
@@ -250,6 +255,8 @@ def _serving_files(settings: MasterSettings, runtime: Runtime) -> ServingFiles |
             return write_files(asyncio.run(ensure_certificate(runtime.api, t)))
         except TLSError as e:
             raise CliError(f"TLS: {e}", code=1) from None
+        except OSError as e:  # the private copy for uvicorn: $TMPDIR must be writable
+            raise CliError(f"TLS: cannot write the certificate for serving: {e}", code=1) from None
         except KubeError as e:
             if time.monotonic() + delay > deadline:
                 raise CliError(f"TLS: cannot reach the API server for the certificate: {e}", code=1) from None

@@ -76,7 +76,10 @@ class MasterProc:
 
 def cluster_master(fake_api, tmp_path: Path, *extra: str) -> MasterProc:
     kc = fake_api.write_kubeconfig(tmp_path / "kubeconfig")
-    return MasterProc("--kubeconfig", str(kc), "--no-auth", *extra, extra_env={"POD_NAMESPACE": NS})
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir(exist_ok=True)
+    return MasterProc("--kubeconfig", str(kc), "--no-auth", *extra,
+                      extra_env={"POD_NAMESPACE": NS, "TMPDIR": str(tmpdir)})  # fmt: skip
 
 
 def published_ca(fake_api, tmp_path: Path) -> Path:
@@ -111,8 +114,10 @@ def test_worker_verifies_the_certificate_the_master_made(fake_api, tmp_path):
         with socket.create_connection(("127.0.0.1", m.port)) as sock, pytest.raises(ssl.SSLCertVerificationError):
             ctx.wrap_socket(sock, server_hostname="nfd-master.elsewhere.svc")
         first = m.served_cert()
+        assert [p.name.startswith("nfd-master-tls-") for p in (tmp_path / "tmp").iterdir()] == [True]
     finally:
         m.stop()
+    assert list((tmp_path / "tmp").iterdir()) == []  # its private copy of the key is gone
     # A restart (or another replica) serves the stored certificate, not a new one.
     again = cluster_master(fake_api, tmp_path)
     try:
