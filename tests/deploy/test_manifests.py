@@ -207,20 +207,23 @@ def test_worker_reaches_the_master_service(built: dict[str, list[dict[str, Any]]
     assert int(m.group(3)) in {p["port"] for p in svc["spec"]["ports"]}
 
 
-def test_worker_verifies_the_master_against_the_ca_it_publishes(built: dict[str, list[dict[str, Any]]]) -> None:
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_worker_verifies_the_master_against_the_ca_it_publishes(
+    built: dict[str, list[dict[str, Any]]], overlay: str
+) -> None:
     from nfd.master.settings import TLSSettings
     from nfd.master.tls import CA_KEY, dns_names
 
-    docs = built["default"]
+    docs = built[overlay]
     spec = pod_spec(find(docs, "DaemonSet", "nfd-worker"))
-    (worker,) = spec["containers"]
+    worker = next(c for c in spec["containers"] if c["name"] == "nfd-worker")
     master = find(docs, "Deployment", "nfd-master")
     (mc,) = containers(master)
     assert "--no-tls" not in mc["args"] and not flag(mc["args"], "--tls-cert-file")
     # The certificate the master makes names the host the worker dials.
     tls = TLSSettings(namespace=master["metadata"]["namespace"])
-    host = (flag(worker["args"], "--master") or "").split("//")[1].rsplit(":", 1)[0]
-    assert host in dns_names(tls)
+    scheme, _, rest = (flag(worker["args"], "--master") or "").partition("://")
+    assert scheme == "https" and rest.rsplit(":", 1)[0] in dns_names(tls)
     assert "--plain-http" not in worker["args"]
     # The CA file is projected from the ConfigMap the master publishes.
     ca_file = Path(flag(worker["args"], "--ca-file") or "")
