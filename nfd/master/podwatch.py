@@ -132,6 +132,8 @@ class PodWatch:
                     timeout_seconds=300,
                     allow_watch_bookmarks=True,
                     deserialize=False,
+                    # a stream gone silent (a dead connection) ends rather than hang
+                    _request_timeout=(10, 330),
                 ):
                     if self._stop.is_set():
                         w.stop()  # type: ignore[no-untyped-call]
