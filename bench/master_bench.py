@@ -275,7 +275,7 @@ def bench_labelling(n: int, qps: float, tmp: Path) -> None:
         "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
     }))  # fmt: skip
     port = free_port()
-    master = start_master(port, "--kubeconfig", str(kubeconfig), "--no-rule-watch", "--rules-dir", str(RULES),
+    master = start_master(port, "--kubeconfig", str(kubeconfig), "--no-tls", "--no-rule-watch", "--rules-dir", str(RULES),
                           "--kube-api-qps", str(qps), "--kube-api-burst", str(int(qps)), cpu=0)  # fmt: skip
     try:
         template = features_template()

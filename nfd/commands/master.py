@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from nfd.master.runtime import Runtime
     from nfd.master.settings import MasterSettings
+    from nfd.master.tls import ServingFiles
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,14 +41,39 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--resync-period", metavar="DURATION", help="full resync of every node (default 1h)")
     p.add_argument("--enable-leader-election", action="store_true")
-    p.add_argument("--tls-cert-file", metavar="FILE")
-    p.add_argument("--tls-key-file", metavar="FILE")
+    p.add_argument(
+        "--tls-cert-file", metavar="FILE",
+        help="serving certificate (PEM; with --tls-key-file): your own, instead of the one the master makes",
+    )  # fmt: skip
+    p.add_argument("--tls-key-file", metavar="FILE", help="the serving certificate's key (PEM)")
+    p.add_argument(
+        "--no-tls", action="store_true",
+        help="serve plain HTTP (workers then need --plain-http); without a cluster and without "
+        "--tls-cert-file the master serves plain HTTP anyway",
+    )  # fmt: skip
+    p.add_argument(
+        "--tls-secret", metavar="NAME",
+        help="Secret (in $POD_NAMESPACE) the master keeps its CA and certificate in (default nfd-master-tls)",
+    )  # fmt: skip
+    p.add_argument(
+        "--tls-ca-configmap", metavar="NAME",
+        help="ConfigMap the master publishes its CA certificate in, as ca.crt (default nfd-master-ca)",
+    )  # fmt: skip
+    p.add_argument(
+        "--tls-service", metavar="NAME", help="the Service whose DNS names the certificate carries (default nfd-master)"
+    )
+    p.add_argument(
+        "--tls-dns-name", action="append", default=[], metavar="NAME", help="one more name for the certificate"
+    )
     p.add_argument(
         "--max-body-bytes", type=int, metavar="N", help="largest accepted request body (default 2 MiB)"
     )
     p.add_argument("--kube-api-qps", type=float, metavar="N", help="client-side API rate limit (default 10)")
     p.add_argument("--kube-api-burst", type=int, metavar="N", help="client-side API burst (default 100)")
     p.add_argument("--parallelism", type=int, metavar="N", help="nodes written at once (default 10)")
+
+
+_DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
 def settings_from_args(args: argparse.Namespace) -> MasterSettings:
@@ -84,7 +112,24 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         for flag, f in (("--tls-cert-file", args.tls_cert_file), ("--tls-key-file", args.tls_key_file)):
             if not Path(f).is_file():
                 raise CliError(f"{flag} {f}: no such file")
-        s.server.tls_cert_file, s.server.tls_key_file = Path(args.tls_cert_file), Path(args.tls_key_file)
+        s.tls.cert_file, s.tls.key_file = Path(args.tls_cert_file), Path(args.tls_key_file)
+    if args.no_tls:
+        if args.tls_cert_file:
+            raise CliError("--no-tls and --tls-cert-file contradict each other")
+        s.tls.enabled = False
+    for flag, attr, val in (
+        ("--tls-secret", "secret_name", args.tls_secret),
+        ("--tls-ca-configmap", "ca_configmap", args.tls_ca_configmap),
+        ("--tls-service", "service_name", args.tls_service),
+    ):
+        if val is not None:
+            if not _DNS_NAME.match(val):
+                raise CliError(f"{flag} {val!r}: expected a lowercase DNS name (a-z, 0-9, '-', '.')")
+            setattr(s.tls, attr, val)
+    for name in args.tls_dns_name:
+        if not _DNS_NAME.match(name):
+            raise CliError(f"--tls-dns-name {name!r}: expected a lowercase DNS name (a-z, 0-9, '-', '.')")
+    s.tls.extra_dns_names += args.tls_dns_name
     if args.kubeconfig:
         if not Path(args.kubeconfig).is_file():
             raise CliError(f"--kubeconfig {args.kubeconfig}: no such file")
@@ -148,18 +193,21 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(e), code=1) from None
     app = serving_app(create_app(runtime=runtime))
     srv = settings.server
+    files = _serving_files(settings, runtime)
     config = uvicorn.Config(
         app,
         host=srv.host,
         port=srv.port,
-        ssl_certfile=str(srv.tls_cert_file) if srv.tls_cert_file else None,
-        ssl_keyfile=str(srv.tls_key_file) if srv.tls_key_file else None,
+        ssl_certfile=str(files.cert) if files else None,
+        ssl_keyfile=str(files.key) if files else None,
         log_config=None,  # keep the CLI's logging setup
         access_log=False,  # thousands of workers: access lines would drown everything else
         timeout_keep_alive=75,  # workers keep connections across their 60 s interval
         timeout_graceful_shutdown=10,
     )
     server = _server_class()(config)
+    if files is not None and settings.tls.cert_file is None and runtime.api is not None:
+        server.renew = (runtime.api, settings.tls, files)  # the cluster's certificate: kept renewed
     import gc
 
     # What is imported and built by now lives as long as the process: keep it out of the
@@ -169,19 +217,81 @@ def run(args: argparse.Namespace) -> int:
         server.run()  # handles SIGTERM/SIGINT: stops accepting, drains, runs the lifespan's end
     except OSError as e:
         raise CliError(f"cannot serve on {srv.host}:{srv.port}: {e.strerror or e}", code=1) from None
+    finally:
+        if server.renew is not None and files is not None:  # the private copy of the key goes with us
+            import shutil
+
+            shutil.rmtree(files.cert.parent, ignore_errors=True)
     if not server.started:
         raise CliError(f"could not start on {srv.host}:{srv.port} (see the log above)", code=1)
     return 0
 
 
+def _serving_files(settings: MasterSettings, runtime: Runtime) -> ServingFiles | None:
+    """Certificate and key files to serve with: given ones, else the cluster's (made or
+    renewed at need; transient API errors are retried for about a minute); None for
+    plain HTTP."""
+    import asyncio
+    import logging
+    import time
+
+    from nfd.cli import CliError
+    from nfd.master.kube import KubeError
+    from nfd.master.tls import ServingFiles, TLSError, ensure_certificate, write_files
+
+    log = logging.getLogger("nfd.master")
+    t = settings.tls
+    if t.cert_file is not None and t.key_file is not None:
+        return ServingFiles(t.cert_file, t.key_file)
+    if not t.enabled:
+        log.warning("TLS is OFF (--no-tls): workers' tokens and features travel in cleartext")
+        return None
+    if runtime.api is None:
+        log.warning("no cluster to keep a certificate in and no --tls-cert-file: serving plain HTTP")
+        return None
+    delay, deadline = 1.0, time.monotonic() + 60
+    while True:
+        try:
+            return write_files(asyncio.run(ensure_certificate(runtime.api, t)))
+        except TLSError as e:
+            raise CliError(f"TLS: {e}", code=1) from None
+        except OSError as e:  # the private copy for uvicorn: $TMPDIR must be writable
+            raise CliError(f"TLS: cannot write the certificate for serving: {e}", code=1) from None
+        except KubeError as e:
+            if time.monotonic() + delay > deadline:
+                raise CliError(f"TLS: cannot reach the API server for the certificate: {e}", code=1) from None
+            log.warning("TLS: the API server is not answering (%s); retrying in %.0f s", e, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+
 def _server_class() -> type:
+    import asyncio
     import signal
+    from typing import Any
 
     import uvicorn
 
     class Server(uvicorn.Server):
         """SIGTERM is how a Pod is stopped: after the graceful shutdown, exit 0 rather
-        than re-raise the signal (uvicorn's default, which reads as a crash)."""
+        than re-raise the signal (uvicorn's default, which reads as a crash). With
+        ``renew`` set, the cluster's certificate is kept renewed while serving."""
+
+        renew: tuple[Any, Any, Any] | None = None
+        _renewing: asyncio.Task[None] | None = None
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.renew is not None and self.config.ssl is not None:
+                from nfd.master.tls import keep_renewed
+
+                api, settings, files = self.renew
+                self._renewing = asyncio.create_task(keep_renewed(api, settings, files, self.config.ssl))
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            if self._renewing is not None:
+                self._renewing.cancel()
+            await super().shutdown(sockets)
 
         def handle_exit(self, sig: int, frame: object) -> None:
             super().handle_exit(sig, frame)  # type: ignore[arg-type]

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from nfd import __version__
 
 DEFAULT_TOKEN_FILE = "/var/run/secrets/nfd/token"
+# The master's CA certificate, projected next to the token from its ConfigMap.
+DEFAULT_CA_FILE = "/var/run/secrets/nfd/ca.crt"
 DEFAULT_STATUS_PORT = 8081
 
 
@@ -29,7 +31,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="projected ServiceAccount token, read before each request "
         "(default /var/run/secrets/nfd/token when it exists)",
     )  # fmt: skip
-    p.add_argument("--ca-file", metavar="FILE", help="CA bundle to verify the master's TLS certificate")
+    p.add_argument(
+        "--ca-file", metavar="FILE",
+        help="CA bundle to verify the master's TLS certificate against "
+        "(default /var/run/secrets/nfd/ca.crt when it exists, else the system's)",
+    )  # fmt: skip
+    p.add_argument(
+        "--plain-http", action="store_true",
+        help="allow an http:// master URL even though the token then travels in cleartext",
+    )  # fmt: skip
     p.add_argument(
         "--port", type=int, default=None, help="port for /healthz and /metrics (default 8081; 0 = off)"
     )
@@ -110,6 +120,14 @@ def run(args: argparse.Namespace) -> int:
         token_file = Path(DEFAULT_TOKEN_FILE)
     if args.ca_file and not os.path.isfile(args.ca_file):
         raise CliError(f"--ca-file {args.ca_file}: no such file")
+    ca_file = args.ca_file
+    if ca_file is None and master.startswith("https:") and os.path.isfile(DEFAULT_CA_FILE):
+        ca_file = DEFAULT_CA_FILE
+    if master.startswith("http://") and token_file is not None and not args.plain_http:
+        raise CliError(
+            f"--master {master}: the token would travel in cleartext; use https:// "
+            "(the master serves TLS by default) or give --plain-http"
+        )
 
     plugin_resources: Callable[[Features], list[str]] | None = None
     if args.device_plugin_config:
@@ -128,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
             return served_resources(plugin_config, features=features, host=host)
 
     try:
-        client = MasterClient(master, token_file=token_file, ca_file=args.ca_file)
+        client = MasterClient(master, token_file=token_file, ca_file=ca_file)
     except ValueError as e:
         raise CliError(str(e)) from None
 

@@ -34,6 +34,9 @@ class KubeError(Exception):
         return self.status is None or self.status in (409, 429) or self.status >= 500
 
 
+_KINDS = {"secret": "secret", "configmap": "config_map"}
+
+
 class NoClusterError(Exception):
     """No kubeconfig and no in-cluster configuration."""
 
@@ -105,6 +108,7 @@ class KubeApi:
         self.core = client.CoreV1Api(api_client)
         self.coord = client.CoordinationV1Api(api_client)
         self.authn = client.AuthenticationV1Api(api_client)
+        self.authz = client.AuthorizationV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.limiter = TokenBucket(settings.qps, settings.burst)
         # Bounded: the node workers, plus room for auth, leases and the rule watch.
@@ -209,6 +213,52 @@ class KubeApi:
             lambda: self.core.read_namespaced_pod(
                 name, namespace, _preload_content=False, _request_timeout=self.timeout
             )
+        )
+
+    async def subject_access_review(self, spec: dict[str, Any]) -> dict[str, Any]:
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+        return await self._call(  # type: ignore[no-any-return]
+            lambda: self.authz.create_subject_access_review(
+                self._models.V1SubjectAccessReview.from_dict(body),
+                _preload_content=False,
+                _request_timeout=self.timeout,
+            )
+        )
+
+    async def list_pods(
+        self, namespace: str, field_selector: str, *, limit: int, cont: str | None
+    ) -> dict[str, Any]:
+        def call() -> Any:
+            kw: dict[str, Any] = {"field_selector": field_selector, "limit": limit, "_preload_content": False}
+            if cont:
+                kw["_continue"] = cont
+            return self.core.list_namespaced_pod(namespace, _request_timeout=max(self.timeout, 60.0), **kw)
+
+        return await self._call(call)  # type: ignore[no-any-return]
+
+    # -- the serving certificate's Secret and CA ConfigMap (read and written before the
+    # server starts, on another event loop: not rate limited, whose lock is the server's) --
+    async def read_object(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        """A Secret or ConfigMap (``kind`` "secret" or "configmap")."""
+        fn = getattr(self.core, f"read_namespaced_{_KINDS[kind]}")
+        return await self._call(  # type: ignore[no-any-return]
+            lambda: fn(name, namespace, _preload_content=False, _request_timeout=self.timeout),
+            limited=False,
+        )
+
+    async def create_object(self, kind: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        fn = getattr(self.core, f"create_namespaced_{_KINDS[kind]}")
+        return await self._call(  # type: ignore[no-any-return]
+            lambda: fn(namespace, body, _preload_content=False, _request_timeout=self.timeout),
+            limited=False,
+        )
+
+    async def replace_object(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT with the body's resourceVersion: 409 when someone wrote in between."""
+        fn = getattr(self.core, f"replace_namespaced_{_KINDS[kind]}")
+        return await self._call(  # type: ignore[no-any-return]
+            lambda: fn(name, namespace, body, _preload_content=False, _request_timeout=self.timeout),
+            limited=False,
         )
 
     # -- leases (not rate limited: leadership must not starve behind node writes) ------

@@ -12,7 +12,9 @@ from nfd.master.decide import Decider
 from nfd.master.kube import KubeApi, NoClusterError, load_api_client
 from nfd.master.leader import LeaderElector
 from nfd.master.metrics import Metrics
+from nfd.master.podwatch import PodWatch
 from nfd.master.publisher import KubePublisher, MemoryPublisher
+from nfd.master.readauth import ReadAuthorizer
 from nfd.master.rulewatch import RuleWatcher
 from nfd.master.service import MasterService
 from nfd.master.settings import MasterSettings
@@ -36,6 +38,9 @@ class Runtime:
     elector: LeaderElector | None
     rules: RuleWatcher
     publisher: KubePublisher | MemoryPublisher
+    # Readers of the API (None with --no-auth: reads are open then, as writes are).
+    readers: ReadAuthorizer | None = None
+    pods: PodWatch | None = None
 
     @property
     def mode(self) -> str:
@@ -55,12 +60,16 @@ class Runtime:
         self.rules.load_files()
         self.service.set_rules(self.rules.rulesets())
         await self.rules.start()
+        if self.pods is not None:
+            await self.pods.start()
         await self.publisher.start()
         if self.elector is not None:
             self.elector.start()
 
     async def stop(self) -> None:
         self.rules.stop()
+        if self.pods is not None:
+            self.pods.stop()
         if self.elector is not None:
             await self.elector.stop()
         await self.publisher.stop()
@@ -157,15 +166,23 @@ def build_runtime(
             rules.load_files()
         except ValueError as e:
             raise SetupError(str(e)) from None
+    authenticator, readers, pods = None, None, None
+    if settings.auth.enabled and api is not None:
+        authenticator = Authenticator(api=api, settings=settings.auth, metrics=metrics)
+        readers = ReadAuthorizer(api=api, settings=settings.auth, metrics=metrics)
+        if settings.auth.watch_pods:
+            ns, _, sa = settings.auth.worker_service_account.partition(":")
+            pods = PodWatch(api=api, namespace=ns, service_account=sa, on_gone=authenticator.forget_pod)
+            authenticator.pods = pods
     return Runtime(
         settings=settings,
         metrics=metrics,
         service=service,
         api=api,
-        authenticator=Authenticator(api=api, settings=settings.auth, metrics=metrics)
-        if settings.auth.enabled and api is not None
-        else None,
+        authenticator=authenticator,
         elector=elector,
         rules=rules,
         publisher=publisher,
+        readers=readers,
+        pods=pods,
     )

@@ -18,8 +18,6 @@ MiB = 1024 * 1024
 class ServerSettings(BaseModel):
     host: str = "0.0.0.0"
     port: int = 8080
-    tls_cert_file: Path | None = None
-    tls_key_file: Path | None = None
     max_body_bytes: int = Field(default=2 * MiB, gt=0)
 
 
@@ -28,13 +26,48 @@ class AuthSettings(BaseModel):
     audience: str = ""
     # "namespace:name" of the service account every worker runs as.
     worker_service_account: str = "node-feature-discovery:nfd-worker"
-    # How long a TokenReview answer is trusted; workers re-send the same token often.
-    cache_ttl_s: float = Field(default=60.0, ge=0)
+    # How long a worker's TokenReview answer is trusted (never past the token's own
+    # ``exp``). A token whose pod is deleted is dropped at once (the master watches the
+    # workers' pods), so this bounds only other revocations (its service account
+    # deleted); the kubelet replaces an hour-long token after about 48 minutes, so the
+    # steady state costs a review per worker about that often.
+    cache_ttl_s: float = Field(default=3600.0, ge=0)
+    # Longest a token whose pod is gone stays accepted: cached answers older than this
+    # are re-checked while the pod watch cannot vouch for them (not synced, broken).
+    revocation_window_s: float = Field(default=5.0, gt=0)
+    # Readers (GET /api/v1/nodes*, /metrics): TokenReview and SubjectAccessReview answers
+    # are trusted this long (the API server's own webhook caches default to 10 s).
+    read_cache_ttl_s: float = Field(default=10.0, ge=0)
+    # Watch the workers' pods (in the service account's namespace) to drop their tokens
+    # once they are deleted.
+    watch_pods: bool = True
 
     @property
     def worker_username(self) -> str:
         ns, _, name = self.worker_service_account.partition(":")
         return f"system:serviceaccount:{ns}:{name}"
+
+
+class TLSSettings(BaseModel):
+    """Serving certificate. Files (``cert_file``/``key_file``, e.g. a mounted Secret)
+    win; else, with a cluster, the master keeps a CA and serving certificate in the
+    Secret ``secret_name`` and publishes the CA in the ConfigMap ``ca_configmap`` for
+    workers to verify against; with neither (no cluster) or ``enabled`` false: plain HTTP."""
+
+    enabled: bool = True
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    namespace: str = Field(default_factory=lambda: _default_namespace())
+    secret_name: str = "nfd-master-tls"
+    ca_configmap: str = "nfd-master-ca"
+    # The Service the workers reach the master by: its DNS names go into the certificate.
+    service_name: str = "nfd-master"
+    cluster_domain: str = "cluster.local"
+    extra_dns_names: list[str] = []
+    cert_validity_days: int = Field(default=365, ge=1)
+    ca_validity_days: int = Field(default=3650, ge=1)
+    # A certificate with less than this left is re-issued from the stored CA at start.
+    renew_before_days: int = Field(default=30, ge=0)
 
 
 class PolicySettings(BaseModel):
@@ -94,6 +127,7 @@ class MasterSettings(BaseSettings):
 
     server: ServerSettings = ServerSettings()
     auth: AuthSettings = AuthSettings()
+    tls: TLSSettings = Field(default_factory=TLSSettings)
     policy: PolicySettings = PolicySettings()
     kube: KubeSettings = KubeSettings()
     leader: LeaderSettings = Field(default_factory=LeaderSettings)

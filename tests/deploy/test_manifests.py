@@ -74,6 +74,27 @@ SERVICE_MONITOR_SCHEMA = {
                             "port": {"type": "string"},
                             "path": {"type": "string"},
                             "interval": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
+                            "scheme": {"enum": ["http", "https"]},
+                            "bearerTokenFile": {"type": "string"},
+                            "tlsConfig": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "properties": {
+                                    "serverName": {"type": "string"},
+                                    "ca": {
+                                        "type": "object",
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "configMap": {
+                                                "type": "object",
+                                                "required": ["name", "key"],
+                                                "additionalProperties": False,
+                                                "properties": {"name": {"type": "string"}, "key": {"type": "string"}},
+                                            }
+                                        },
+                                    },
+                                },
+                            },
                         },
                     },
                 },
@@ -181,10 +202,40 @@ def test_worker_reaches_the_master_service(built: dict[str, list[dict[str, Any]]
     svc = find(docs, "Service", "nfd-master")
     (worker,) = [c for c in pod_spec(find(docs, "DaemonSet", "nfd-worker"))["containers"]]
     url = flag(worker["args"], "--master") or ""
-    m = re.match(r"^http://([^.]+)\.([^.]+)\.svc:(\d+)$", url)
+    m = re.match(r"^https://([^.]+)\.([^.]+)\.svc:(\d+)$", url)
     assert m, url
     assert (m.group(1), m.group(2)) == (svc["metadata"]["name"], svc["metadata"]["namespace"])
     assert int(m.group(3)) in {p["port"] for p in svc["spec"]["ports"]}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_worker_verifies_the_master_against_the_ca_it_publishes(
+    built: dict[str, list[dict[str, Any]]], overlay: str
+) -> None:
+    from nfd.master.settings import TLSSettings
+    from nfd.master.tls import CA_KEY, dns_names
+
+    docs = built[overlay]
+    spec = pod_spec(find(docs, "DaemonSet", "nfd-worker"))
+    worker = next(c for c in spec["containers"] if c["name"] == "nfd-worker")
+    master = find(docs, "Deployment", "nfd-master")
+    (mc,) = containers(master)
+    assert "--no-tls" not in mc["args"] and not flag(mc["args"], "--tls-cert-file")
+    # The certificate the master makes names the host the worker dials.
+    tls = TLSSettings(namespace=master["metadata"]["namespace"])
+    scheme, _, rest = (flag(worker["args"], "--master") or "").partition("://")
+    assert scheme == "https" and rest.rsplit(":", 1)[0] in dns_names(tls)
+    assert "--plain-http" not in worker["args"]
+    # The CA file is projected from the ConfigMap the master publishes.
+    ca_file = Path(flag(worker["args"], "--ca-file") or "")
+    mount = next(m for m in worker["volumeMounts"] if Path(m["mountPath"]) == ca_file.parent)
+    vol = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    cm = next(s["configMap"] for s in vol["projected"]["sources"] if "configMap" in s)
+    assert cm["name"] == tls.ca_configmap and not cm.get("optional")
+    assert cm["items"] == [{"key": CA_KEY, "path": ca_file.name}]
+    # Nothing in the manifests holds the Secret or the ConfigMap: the master makes them,
+    # and a re-apply never overwrites them.
+    assert not [d for d in docs if d["metadata"]["name"] in (tls.secret_name, tls.ca_configmap)]
 
 
 def test_master_probes_and_ports_match_its_flags(built: dict[str, list[dict[str, Any]]]) -> None:
@@ -195,6 +246,7 @@ def test_master_probes_and_ports_match_its_flags(built: dict[str, list[dict[str,
     for probe in ("readinessProbe", "livenessProbe"):
         get = c[probe]["httpGet"]
         assert named[get["port"]] == port
+        assert get["scheme"] == "HTTPS"  # the master serves TLS by default
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert "--enable-leader-election" in c["args"]
@@ -229,16 +281,21 @@ def test_master_rbac_is_exactly_what_it_needs(built: dict[str, list[dict[str, An
     assert rules == {
         ("", "nodes", ("get", "list", "patch", "watch")),
         ("", "nodes/status", ("patch",)),
-        ("", "pods", ("get",)),
         ("authentication.k8s.io", "tokenreviews", ("create",)),
+        ("authorization.k8s.io", "subjectaccessreviews", ("create",)),
         ("nfd.k8s-sigs.io", "nodefeaturerules", ("get", "list", "watch")),
     }
     role = find(docs, "Role", "nfd-master")
+    named = {"leases": "nfd-master.nfd.kubernetes.io", "secrets": "nfd-master-tls", "configmaps": "nfd-master-ca"}
     for rule in role["rules"]:
-        assert rule["resources"] == ["leases"]
         assert "*" not in rule["verbs"]
+        if rule["resources"] == ["pods"]:  # the workers' pods, watched
+            assert sorted(rule["verbs"]) == ["get", "list", "watch"]
+            continue
+        # Create cannot be limited to a name; everything else names the one object.
         if set(rule["verbs"]) - {"create"}:
-            assert rule["resourceNames"] == ["nfd-master.nfd.kubernetes.io"]
+            assert [named[r] for r in rule["resources"]] == rule["resourceNames"], rule
+            assert "delete" not in rule["verbs"] and "list" not in rule["verbs"]
     for d in docs:
         if d["kind"] in ("ClusterRole", "Role"):
             for rule in d["rules"]:

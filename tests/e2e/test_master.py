@@ -76,7 +76,7 @@ def master(e2e: Any, tmp_path: Path, *extra: str) -> Iterator[Master]:
     (rules / "e2e.yaml").write_text(RULES)
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cmd = [sys.executable, "-m", "nfd", "--log-level", "info", "master", "--host", "127.0.0.1", "--port", "0",
-           "--kubeconfig", str(e2e.kubeconfig), "--no-auth", "--no-rule-watch", "--rules-dir", str(rules), *extra]  # fmt: skip
+           "--kubeconfig", str(e2e.kubeconfig), "--no-auth", "--no-tls", "--no-rule-watch", "--rules-dir", str(rules), *extra]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     url = None

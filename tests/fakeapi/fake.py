@@ -329,10 +329,15 @@ class FakeApiServer(ServerCore):
         node_name: str,
         uid: str | None = None,
         labels: dict[str, str] | None = None,
+        service_account: str = "default",
     ) -> dict[str, Any]:
         pod = {
             "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
-            "spec": {"nodeName": node_name, "containers": [{"name": "main", "image": "nfd:test"}]},
+            "spec": {
+                "nodeName": node_name,
+                "serviceAccountName": service_account,
+                "containers": [{"name": "main", "image": "nfd:test"}],
+            },
             "status": {"phase": "Running"},
         }
         if uid:  # a pod uid chosen by the test, to match a token's pod-uid
@@ -354,7 +359,7 @@ class FakeApiServer(ServerCore):
         master must look the pod up)."""
         pod_name = pod_name or f"nfd-worker-{node_name}"
         if not self.objects.exists("pods", pod_name, namespace):
-            self.add_pod(namespace, pod_name, node_name=node_name)
+            self.add_pod(namespace, pod_name, node_name=node_name, service_account=service_account)
         pod = self.objects.get("pods", pod_name, namespace)
         node_uid = (
             self.node(node_name)["metadata"]["uid"] if self.objects.exists("nodes", node_name) else None

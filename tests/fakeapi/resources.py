@@ -227,6 +227,67 @@ def _validate_nrt(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
     causes = _meta_causes(obj, old) + nrt_causes(obj)
     if causes:
         raise invalid("NodeResourceTopology", "topology.node.k8s.io", obj["metadata"]["name"], causes)
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+def _config_data_causes(obj: dict[str, Any], fields: dict[str, bool]) -> list[tuple[str, str, str]]:
+    """Secret and ConfigMap data (``fields``: name -> base64-encoded): keys as the API
+    server allows them, 1 MiB in all."""
+    import base64
+    import binascii
+
+    causes: list[tuple[str, str, str]] = []
+    size = 0
+    for f, encoded in fields.items():
+        for k, v in (obj.get(f) or {}).items():
+            if not _CONFIG_KEY.match(k) or len(k) > 253 or k in (".", ".."):
+                causes.append((f"{f}[{k}]", k, "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"))
+            if not isinstance(v, str):
+                raise ApiError(400, f"{f}[{k}]: expected a string")
+            if not encoded:
+                size += len(v.encode())
+                continue
+            try:
+                size += len(base64.b64decode(v, validate=True))
+            except (binascii.Error, ValueError):
+                raise ApiError(400, f"{f}[{k}]: illegal base64 data") from None
+    if size > MAX_CONFIG_BYTES:
+        causes.append(("data", "", f"Too long: must have at most {MAX_CONFIG_BYTES} bytes"))
+    return causes
+
+
+def _validate_secret(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    causes = _meta_causes(obj, old) + _config_data_causes(obj, {"data": True})
+    kind = obj.get("type") or "Opaque"
+    if old is not None and kind != (old.get("type") or "Opaque"):
+        causes.append(("type", kind, "field is immutable"))
+    if kind == "kubernetes.io/tls":
+        for k in ("tls.crt", "tls.key"):
+            if k not in (obj.get("data") or {}):
+                causes.append((f"data[{k}]", "", "Required value"))
+    if causes:
+        raise invalid("Secret", "", obj["metadata"]["name"], causes)
+
+
+def _normalize_secret(obj: dict[str, Any]) -> None:
+    """``stringData`` is write-only: the API server merges it into ``data``."""
+    import base64
+
+    extra = obj.pop("stringData", None) or {}
+    if extra:
+        data = dict(obj.get("data") or {})
+        data.update({k: base64.b64encode(str(v).encode()).decode() for k, v in extra.items()})
+        obj["data"] = data
+    obj.setdefault("type", "Opaque")
+
+
+def _validate_configmap(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    causes = _meta_causes(obj, old) + _config_data_causes(obj, {"data": False, "binaryData": True})
+    both = set(obj.get("data") or {}) & set(obj.get("binaryData") or {})
+    causes += [(f"data[{k}]", k, "duplicate of key present in binaryData") for k in sorted(both)]
+    if causes:
+        raise invalid("ConfigMap", "", obj["metadata"]["name"], causes)
 
 
 NFD_GROUP = "nfd.k8s-sigs.io"
@@ -249,8 +310,29 @@ PODS = ResourceType(
     "Pod",
     namespaced=True,
     subresources=frozenset({"status"}),
-    field_selectors=frozenset({"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase"}),
+    field_selectors=frozenset(
+        {"metadata.name", "metadata.namespace", "spec.nodeName", "spec.serviceAccountName", "status.phase"}
+    ),
     validate=_validate_meta("Pod", ""),
+)
+SECRETS = ResourceType(
+    "",
+    "v1",
+    "secrets",
+    "Secret",
+    namespaced=True,
+    field_selectors=frozenset({"metadata.name", "metadata.namespace", "type"}),
+    validate=_validate_secret,
+    normalize=_normalize_secret,
+)
+CONFIGMAPS = ResourceType(
+    "",
+    "v1",
+    "configmaps",
+    "ConfigMap",
+    namespaced=True,
+    field_selectors=frozenset({"metadata.name", "metadata.namespace"}),
+    validate=_validate_configmap,
 )
 LEASES = ResourceType(
     "coordination.k8s.io",
@@ -306,7 +388,7 @@ NODE_RESOURCE_TOPOLOGIES = ResourceType(
 from .resource_dra import DRA_TYPES  # noqa: E402  (it builds on the helpers above)
 
 ALL_TYPES = (
-    NODES, PODS, LEASES, NODE_FEATURE_RULES, NODE_FEATURES, NODE_FEATURE_GROUPS, NODE_RESOURCE_TOPOLOGIES,
+    NODES, PODS, SECRETS, CONFIGMAPS, LEASES, NODE_FEATURE_RULES, NODE_FEATURES, NODE_FEATURE_GROUPS, NODE_RESOURCE_TOPOLOGIES,
     *DRA_TYPES,
 )  # fmt: skip
 BY_PATH: dict[tuple[str, str, str], ResourceType] = {(t.group, t.version, t.plural): t for t in ALL_TYPES}

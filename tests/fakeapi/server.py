@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from . import patch as patches
+from .authz import Authorizer
 from .errors import ApiError, bad_request, method_not_allowed, unsupported_media_type
 from .faults import Faults
 from .requestlog import RequestLog, RequestRecord
@@ -46,6 +47,10 @@ VERSION_INFO = {
 }
 TOKEN_REVIEW_API = "authentication.k8s.io/v1"
 MAX_JSON_PATCH_OPS = 10000
+_REVIEWS = {
+    "tokenreviews": "tokenreviews.authentication.k8s.io",
+    "subjectaccessreviews": "subjectaccessreviews.authorization.k8s.io",
+}
 # Paths anyone may read (the system:public-info-viewer role).
 _PUBLIC = frozenset({"version", "healthz", "readyz", "livez"})
 
@@ -65,7 +70,7 @@ class _Route:
     def resource(self) -> str:
         if self.rt is not None:
             return self.rt.key
-        return "tokenreviews.authentication.k8s.io" if self.special == "tokenreviews" else ""
+        return _REVIEWS.get(self.special, "")
 
 
 def _route(method: str, path: str, query: dict[str, list[str]]) -> _Route:
@@ -81,8 +86,11 @@ def _route(method: str, path: str, query: dict[str, list[str]]) -> _Route:
         group, version, rest = parts[1], parts[2], parts[3:]
     else:
         raise _no_such_path()
-    if (group, version, rest) == ("authentication.k8s.io", "v1", ["tokenreviews"]):
-        r.special, r.verb = "tokenreviews", "create"
+    if (group, version, rest) in (
+        ("authentication.k8s.io", "v1", ["tokenreviews"]),
+        ("authorization.k8s.io", "v1", ["subjectaccessreviews"]),
+    ):
+        r.special, r.verb = rest[0], "create"
         if method != "POST":
             raise method_not_allowed()
         return r
@@ -230,13 +238,16 @@ class _Handler(BaseHTTPRequestHandler):
             head.append(f"{k}: {v}")
         self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
 
-    def _user(self) -> str | None:
-        """The username the request's bearer token stands for, if the registry knows it."""
+    def _user(self) -> tuple[str | None, list[str]]:
+        """The username and groups the request's bearer token stands for, if the registry
+        knows it."""
         auth = self.headers.get("Authorization") or ""
         if not auth.startswith("Bearer "):
-            return None
+            return None, []
         status = self.server.fake.tokens.review({"token": auth[7:].strip()})
-        return status["user"]["username"] if status.get("authenticated") else None
+        if not status.get("authenticated"):
+            return None, []
+        return status["user"]["username"], list(status["user"].get("groups") or [])
 
     def _read_body(self) -> bytes:
         try:
@@ -265,7 +276,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         route = _Route()
         logged = False
-        user = self._user()
+        user, groups = self._user()
 
         def record(status: int) -> None:
             # Logged before the answer goes out, so a client that got its answer finds
@@ -301,6 +312,11 @@ class _Handler(BaseHTTPRequestHandler):
                 route = _route(method, url.path, query)
                 if fake.require_auth and user is None and route.special not in _PUBLIC:
                     raise ApiError(401, "Unauthorized")
+                if fake.enforce_rbac and user is not None and route.special not in _PUBLIC:
+                    fake.authz.enforce(
+                        user, groups, verb=route.verb, resource=route.resource, subresource=route.subresource,
+                        namespace=route.namespace, name=route.name,
+                    )  # fmt: skip
                 delay, injected = fake.faults.take(
                     method, url.path, route.verb, route.resource, route.subresource
                 )
@@ -356,6 +372,8 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, b"ok", None
         if route.special == "tokenreviews":
             return self._token_review(body)
+        if route.special == "subjectaccessreviews":
+            return 201, fake.authz.review(self._json_object(body)), None
         rt = route.rt
         assert rt is not None
         store = fake.store
@@ -660,14 +678,28 @@ class ServerCore:
     ) -> None:
         self.store = Store(history=watch_history)
         self.tokens = TokenRegistry(api_audiences) if api_audiences else TokenRegistry()
+        self.tokens.pod_alive = self._pod_alive
+        self.authz = Authorizer()
         self.faults = Faults()
         self.log = RequestLog(keep=log_keep)
         self.stopping = threading.Event()
         # When True, requests need a bearer token the registry knows (401 otherwise).
         self.require_auth = False
+        # When True, RBAC (``authz``) decides every authenticated request (403 otherwise).
+        self.enforce_rbac = False
         self._host, self._port = host, port
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
+
+    def _pod_alive(self, namespace: str, name: str, uid: str) -> bool:
+        """A token bound to a pod is good while that very pod exists (the API server
+        checks the bound object on every review)."""
+        from .resources import PODS
+
+        try:
+            return bool(self.store.get(PODS, namespace, name).obj["metadata"]["uid"] == uid)
+        except ApiError:
+            return False
 
     def start(self) -> Any:
         """Serve. After ``stop()`` this serves again on the same port with the same state,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,8 @@ class TokenRegistry:
         self.api_audiences = api_audiences
         self._tokens: dict[str, TokenUser] = {}
         self._lock = threading.Lock()
+        # (namespace, pod name, pod uid) -> whether that pod exists; set by the server
+        self.pod_alive: Callable[[str, str, str], bool] | None = None
 
     def add(self, token: str, user: TokenUser) -> str:
         with self._lock:
@@ -98,6 +101,11 @@ class TokenRegistry:
         user = self.lookup(token)
         if user is None:
             return {"user": {}, "error": "[invalid bearer token, token lookup failed]"}
+        pod = user.extra.get(EXTRA_POD_NAME)
+        if pod and self.pod_alive is not None and user.username.startswith("system:serviceaccount:"):
+            namespace = user.username.split(":")[2]
+            if not self.pod_alive(namespace, pod[0], (user.extra.get(EXTRA_POD_UID) or ("",))[0]):
+                return {"user": {}, "error": "[invalid bearer token, service account token has been invalidated]"}
         granted = user.audiences or self.api_audiences
         common = [a for a in wanted if a in granted]
         if not common:

@@ -3,6 +3,9 @@ mapped to 401 / 403 / 200, node binding by node-name or by pod, and the cache.""
 
 from __future__ import annotations
 
+import base64
+import json
+import time
 from typing import Any
 
 import httpx
@@ -60,6 +63,7 @@ def authed():
     api = ReviewApi()
     rt.authenticator = Authenticator(api=api, settings=s.auth, metrics=rt.metrics)  # type: ignore[arg-type]
     with serve(create_app(runtime=rt)) as url, httpx.Client(base_url=url) as c:
+        c.app_runtime = rt  # type: ignore[attr-defined]
         yield c, api
 
 
@@ -122,3 +126,57 @@ def test_api_server_down_is_503_not_cached(authed):
     put(c, "a", "down")
     assert api.reviews == 2
     assert 'nfd_master_auth_failures_total{reason="503"} 2.0' in c.get("/metrics").text
+
+
+class Watch:
+    """The pod watch as the authenticator sees it: which pods it can vouch for."""
+
+    def __init__(self) -> None:
+        self.known: set[str] = set()
+
+    def vouches(self, uid: str) -> bool:
+        return uid in self.known
+
+    def deleted(self, uid: str) -> bool:
+        return False
+
+    def node_of(self, name: str, uid: str) -> str | None:
+        return None
+
+
+def test_cached_answers_outlive_the_window_only_for_pods_the_watch_holds(authed):
+    c, api = authed
+    authn = c.app_runtime.authenticator
+    authn.settings.revocation_window_s = 0.2
+    authn.pods = watch = Watch()
+    assert put(c, "b", "pod-b").status_code == 200
+    time.sleep(0.3)
+    assert put(c, "b", "pod-b").status_code == 200
+    assert api.reviews == 2  # the watch does not hold pod u1 (not listed yet, say): asked again
+    watch.known.add("u1")
+    time.sleep(0.3)
+    for _ in range(3):
+        assert put(c, "b", "pod-b").status_code == 200
+    assert api.reviews == 2  # now it vouches: no review however old the answer
+    authn.forget_pod("u1")  # what the watch calls when the pod is deleted
+    assert put(c, "b", "pod-b").status_code == 200
+    assert api.reviews == 3
+
+
+def jwt(claims: dict[str, Any]) -> str:
+    def part(d: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(d).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'RS256'})}.{part(claims)}.c2lnbmF0dXJl"
+
+
+def test_an_answer_is_not_trusted_past_the_tokens_end(authed):
+    c, api = authed
+    short = jwt({"exp": int(time.time()) + 2, "sub": "w"})
+    api.tokens[short] = api.tokens["node-a"]
+    assert put(c, "a", short).status_code == 200
+    assert put(c, "a", short).status_code == 200
+    assert api.reviews == 1
+    time.sleep(2.1)
+    put(c, "a", short)  # the stand-in still accepts it; what counts is that it was asked
+    assert api.reviews == 2

@@ -23,6 +23,10 @@ def test_defaults_are_upstreams():
     assert s.leader.lease_name == "nfd-master.nfd.kubernetes.io"
     assert (s.leader.lease_duration_s, s.leader.renew_deadline_s, s.leader.retry_period_s) == (15, 10, 2)
     assert s.auth.worker_username == "system:serviceaccount:node-feature-discovery:nfd-worker"
+    # Secure by default: TLS from the cluster's Secret, reviews cached, deletions watched.
+    assert s.tls.enabled and s.tls.cert_file is None
+    assert (s.tls.secret_name, s.tls.ca_configmap, s.tls.service_name) == ("nfd-master-tls", "nfd-master-ca", "nfd-master")
+    assert s.auth.enabled and s.auth.watch_pods and s.auth.revocation_window_s == 5
 
 
 def test_environment_then_file_then_flags(tmp_path, monkeypatch):
@@ -53,6 +57,9 @@ def test_environment_then_file_then_flags(tmp_path, monkeypatch):
         (["--tls-cert-file", "/nonexistent"], "go together"),
         (["--rules-dir", "/nonexistent"], "no such directory"),
         (["--max-body-bytes", "0"], "positive"),
+        (["--no-tls", "--tls-cert-file", __file__, "--tls-key-file", __file__], "contradict"),
+        (["--tls-secret", "Bad_Name"], "--tls-secret 'Bad_Name': expected a lowercase DNS name"),
+        (["--tls-dns-name", "nfd_master.example"], "--tls-dns-name 'nfd_master.example'"),
     ],
 )
 def test_bad_flags_are_one_line_errors(argv, message):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, HTTPException, Path, Request
+from fastapi import Depends, Header, HTTPException, Path, Request, params
 
 from nfd.master.auth import AuthError
+from nfd.master.readauth import METRICS, NODES_GET, NODES_LIST, Access
 from nfd.master.runtime import Runtime
 
 
@@ -40,11 +41,36 @@ async def authorized_node(
     try:
         await rt.authenticator.authorize(authorization, node)
     except AuthError as e:
-        headers = {"WWW-Authenticate": "Bearer"} if e.status == 401 else None
-        if e.status == 503:
-            headers = {"Retry-After": "5"}
-        raise HTTPException(e.status, str(e), headers=headers) from None
+        raise _http_error(e) from None
     return node
 
 
 AuthorizedNode = Annotated[str, Depends(authorized_node)]
+
+
+def _http_error(e: AuthError) -> HTTPException:
+    headers = {"WWW-Authenticate": "Bearer"} if e.status == 401 else None
+    if e.status == 503:
+        headers = {"Retry-After": "5"}
+    return HTTPException(e.status, str(e), headers=headers)
+
+
+def _reader(access: Access) -> params.Depends:
+    """A route dependency: the caller may ``access`` (no check with --no-auth)."""
+
+    async def check(
+        rt: RuntimeDep, authorization: Annotated[str | None, Header(include_in_schema=False)] = None
+    ) -> None:
+        if rt.readers is None:
+            return
+        try:
+            await rt.readers.check(authorization, access)
+        except AuthError as e:
+            raise _http_error(e) from None
+
+    return Depends(check)  # type: ignore[no-any-return]
+
+
+ReadsNodeList = _reader(NODES_LIST)
+ReadsNode = _reader(NODES_GET)
+ReadsMetrics = _reader(METRICS)

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from nfd.master.api.deps import RuntimeDep
+from nfd.master.api.deps import ReadsMetrics, RuntimeDep
 
 router = APIRouter(tags=["health"])
 
@@ -27,7 +27,12 @@ async def readyz(rt: RuntimeDep) -> Response:
     )
 
 
-@router.get("/metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    response_class=Response,
+    dependencies=[ReadsMetrics],
+    responses={401: {"description": "no or bad token"}, 403: {"description": "not allowed: get /metrics"}},
+)
 async def metrics(rt: RuntimeDep) -> Response:
-    """Prometheus metrics."""
+    """Prometheus metrics (needs a token allowed ``get`` on the non-resource URL /metrics)."""
     return Response(rt.metrics.render(), media_type=CONTENT_TYPE_LATEST)

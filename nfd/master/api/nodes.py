@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from nfd.master.api.deps import AuthorizedNode, NodeName, RuntimeDep
+from nfd.master.api.deps import AuthorizedNode, NodeName, ReadsNode, ReadsNodeList, RuntimeDep
 from nfd.master.api.models import (
     FeaturesRequest,
     HeartbeatRequest,
@@ -115,14 +115,26 @@ async def heartbeat(node: AuthorizedNode, body: HeartbeatRequest, rt: RuntimeDep
     )
 
 
-@router.get("", response_model=NodeList)
+_READ_ERRORS: dict[int | str, dict[str, object]] = {
+    401: {"description": "no token, or the token is not valid"},
+    403: {"description": "the token's user may not read nodes (RBAC: get/list nodes)"},
+    503: {"description": "cannot check the token now"},
+}
+
+
+@router.get("", response_model=NodeList, dependencies=[ReadsNodeList], responses=_READ_ERRORS)
 async def list_nodes(rt: RuntimeDep) -> Response:
     """Every node the master holds features for."""
     items = [status_dict(r) for r in sorted(rt.service.store, key=lambda r: r.name)]
     return Response(json.dumps({"items": items}), media_type="application/json")
 
 
-@router.get("/{node}", response_model=NodeStatus, responses={404: {"description": "no features for it"}})
+@router.get(
+    "/{node}",
+    response_model=NodeStatus,
+    dependencies=[ReadsNode],
+    responses={**_READ_ERRORS, 404: {"description": "no features for it"}},
+)
 async def get_node(node: NodeName, rt: RuntimeDep) -> Response:
     """What the master applies to one node, what it rejected and why, and when."""
     rec = rt.service.store.get(node)
