@@ -95,9 +95,11 @@ def run(args: argparse.Namespace) -> int:
     result = discover(sources, host, config.sources)
     chosen = {s.name for s in sources}
     labelled = node_labels([s for s in label_sources if s.name in chosen], result.features, config, policy)
-    for name, err in sorted({**result.errors, **labelled.errors}.items()):
+    for name, err in sorted(result.errors.items()):
         print(f"nfd discover: warning: source {name}: {err}", file=sys.stderr)
-    for name, reason in labelled.rejected.items():
+    for problem in labelled.rule_errors:
+        print(f"nfd discover: warning: {problem}", file=sys.stderr)
+    for name, reason in labelled.rejected.get("labels", {}).items():
         print(f"nfd discover: warning: label {name} left out: {reason}", file=sys.stderr)
 
     out = sys.stdout

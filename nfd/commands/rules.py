@@ -39,7 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
-    from nfd.policy import Policy, publish_rule_output
+    from nfd.decision import decide
+    from nfd.policy import Policy
     from nfd.rules import evaluate, lint_rulesets, load_rulesets
 
     try:
@@ -59,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     features = _read_features(args.features) if args.features else _discover(args.host_root)
 
     out = evaluate(rulesets, features, explain=args.explain)
-    pub = publish_rule_output(out, features, policy)
+    # Only the rules' output: the built-in labels are what `nfd discover` prints.
+    pub = decide(labels={}, rules=out, features=features, policy=policy)
 
     err = sys.stderr
     for problem in [*load_errors, *out.errors]:
@@ -76,11 +78,11 @@ def run(args: argparse.Namespace) -> int:
         "labels": pub.labels,
         "annotations": pub.annotations,
         "extendedResources": pub.extended_resources,
-        "taints": [{"key": k, "value": v, "effect": e} for k, v, e in pub.taints],
+        "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in pub.taints],
         "vars": dict(sorted(out.vars.items())),
     }
     if args.output == "json":
-        json.dump(doc, sys.stdout, indent=2)
+        json.dump({**doc, "rejected": pub.rejected}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         if args.explain:
             _explain(out.traces, err)
@@ -98,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             w("".join(f"  {k}={v}\n" for k, v in section.items()))
     if pub.taints:
         w("taints:\n")
-        w("".join(f"  {k}={v}:{e}\n" for k, v, e in pub.taints))
+        w("".join(f"  {t}\n" for t in pub.taints))
     if not any(doc.values()):
         w("nothing: no rule set anything for this node\n")
     if args.explain:

@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nfd.decision import Decision
 from nfd.features import Features
-from nfd.master.decide import Decider, Decision
+from nfd.master.decide import Decider
 from nfd.master.featurestore import GroupCache, encode
 from nfd.master.metrics import Metrics
 from nfd.master.publisher import MemoryPublisher, Publisher

@@ -51,4 +51,4 @@ def test_a_failing_source_keeps_the_others() -> None:
         "feature.node.kubernetes.io/a-thing.x": "1",
         "feature.node.kubernetes.io/d-thing.x": "1",
     }
-    assert "nope" in labels.errors["c"]
+    assert [e for e in labels.rule_errors if e.startswith("source c:") and "nope" in e]

@@ -55,8 +55,9 @@ def test_json_output_has_exactly_the_documented_shape(tmp_path: Path) -> None:
         "extendedResources": {"sgx.intel.com/epc": "68719476736"},
         "taints": [],
         "vars": {},
+        "rejected": {},
     }
-    assert list(doc) == ["labels", "annotations", "extendedResources", "taints", "vars"]
+    assert list(doc) == ["labels", "annotations", "extendedResources", "taints", "vars", "rejected"]
 
 
 def test_discover_json_is_accepted_and_taints_need_the_flag(tmp_path: Path) -> None:
@@ -84,8 +85,14 @@ spec:
             major: {op: Ge, value: ["6"]}
 """
     )
-    off = json.loads(nfd("--rules", str(rules), "--features", str(p), "-o", "json").stdout)
+    r = nfd("--rules", str(rules), "--features", str(p), "-o", "json")
+    off = json.loads(r.stdout)
     assert off["taints"] == []
+    disabled = "taints are disabled (enable with --enable-taints)"
+    assert off["rejected"] == {
+        "taints": {"feature.node.kubernetes.io/special=true:NoSchedule": disabled, "kubernetes.io/denied:NoSchedule": disabled}
+    }
+    assert f"taint kubernetes.io/denied:NoSchedule left out: {disabled}" in r.stderr
     assert off["labels"] == {"feature.node.kubernetes.io/k": "6"}
     assert off["annotations"] == {"feature.node.kubernetes.io/note": "hello"}
     assert off["vars"] == {"kernel.ok": "yes"}
@@ -95,9 +102,57 @@ spec:
         {"key": "feature.node.kubernetes.io/special", "value": "true", "effect": "NoSchedule"}
     ]
     assert (
-        "taint kubernetes.io/denied=:NoSchedule left out: namespace 'kubernetes.io' is not allowed"
+        "taint kubernetes.io/denied:NoSchedule left out: namespace 'kubernetes.io' is not allowed"
         in r.stderr
     )
+
+
+TAINTED = """
+apiVersion: nfd.k8s-sigs.io/v1alpha1
+kind: NodeFeatureRule
+metadata: {name: t}
+spec:
+  rules:
+    - name: taints
+      labels: {tainted: "yes"}
+      taints:
+        - {key: feature.node.kubernetes.io/special, value: "true", effect: NoSchedule}
+        - {key: feature.node.kubernetes.io/novalue, effect: NoExecute}
+        - {key: kubernetes.io/denied, effect: NoSchedule}
+"""
+
+
+@pytest.mark.parametrize("enable_taints", [False, True])
+def test_what_rules_test_reports_is_what_the_master_decides(tmp_path: Path, enable_taints: bool) -> None:
+    import yaml
+
+    from nfd.config import WorkerConfig
+    from nfd.features import Features
+    from nfd.master.decide import Decider
+    from nfd.policy import Policy
+    from nfd.rules import load_rulesets
+
+    rules = tmp_path / "r.yaml"
+    rules.write_text(TAINTED)
+    flags = ["--enable-taints"] if enable_taints else []
+    r = nfd("--rules", str(rules), "--features", str(BASELINE), "-o", "json", *flags)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+
+    sets, _ = load_rulesets([yaml.safe_load(TAINTED)])
+    decider = Decider(
+        sources=[], config=WorkerConfig(), policy=Policy.build(enable_taints=enable_taints), rulesets=sets
+    )
+    master = decider.decide(Features.from_dict(json.loads(BASELINE.read_text())))
+    assert got["rejected"] == master.rejected and got["rejected"]["taints"]
+    assert got["labels"] == master.labels
+    assert got["taints"] == [{"key": t.key, "value": t.value, "effect": t.effect} for t in master.taints]
+    for name, reason in master.rejected["taints"].items():
+        assert f"taint {name} left out: {reason}" in r.stderr
+    if enable_taints:
+        text = nfd("--rules", str(rules), "--features", str(BASELINE), *flags).stdout
+        assert "  feature.node.kubernetes.io/novalue:NoExecute\n" in text
+        assert "  feature.node.kubernetes.io/special=true:NoSchedule\n" in text
 
 
 def test_policy_flags(tmp_path: Path) -> None:
@@ -236,7 +291,7 @@ def test_local_discovery_on_a_fixture_host(tmp_path: Path) -> None:
         "json",
     )
     assert r.returncode == 0, r.stderr
-    assert set(json.loads(r.stdout)) == {"labels", "annotations", "extendedResources", "taints", "vars"}
+    assert set(json.loads(r.stdout)) == {"labels", "annotations", "extendedResources", "taints", "vars", "rejected"}
 
 
 def _write(p: Path, text: str) -> Path:
