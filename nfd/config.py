@@ -119,6 +119,17 @@ class CoreConfig(Record, frozen=True):
     feature_sources: tuple[str, ...] = ("all",)
     label_sources: tuple[str, ...] = ("all",)
 
+    def __post_init__(self) -> None:
+        if self.label_whitelist:
+            import re  # only with a whitelist: discovery's path stays free of re
+
+            try:
+                re.compile(self.label_whitelist)
+            except re.error as e:
+                raise ConfigError(
+                    f"core.labelWhiteList: {self.label_whitelist!r} is not a valid regular expression: {e}"
+                ) from None
+
 
 class WorkerConfig(Record, frozen=True):
     core: CoreConfig = field(default_factory=CoreConfig)
@@ -131,39 +142,28 @@ class WorkerConfig(Record, frozen=True):
 def load_worker_config(path: str | os.PathLike[str]) -> tuple[WorkerConfig, list[str]]:
     """Read an ``nfd-worker.conf``; returns the config and warnings about unknown keys.
 
-    Raises ConfigError for a missing file, bad YAML or a key of the wrong type.
+    Raises ConfigError for a file that cannot be read (missing, binary, too large), bad
+    YAML or a bad value; the message names the file once and the key.
     """
+    from nfd.yamlfile import YamlFileError, load  # only when a file is given
+
     p = os.fspath(path)
     try:
-        with open(p, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise ConfigError(f"config file {p} does not exist") from None
-    except OSError as e:
-        raise ConfigError(f"config file {p}: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"config file {p}: not UTF-8 text") from None
-    import yaml  # only when a file is given: discover stays fast without one
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"config file {p}: not valid YAML ({_yaml_where(e)})") from None
+        data = load(p)
+    except YamlFileError as e:
+        raise ConfigError(f"config file {e}") from None
     warnings: list[str] = []
-    cfg = from_mapping(WorkerConfig, data or {}, warnings=warnings, where=str(p))
-    return cfg, warnings
+    try:
+        cfg = from_mapping(WorkerConfig, data or {}, warnings=warnings)
+    except ConfigError as e:
+        raise ConfigError(f"config file {p}: {e}") from None
+    return cfg, [f"config file {p}: {w}" for w in warnings]
 
 
 def from_mapping(cls: type[T], data: Any, *, warnings: list[str], where: str = "") -> T:
     """Build a config record (or dataclass) from upstream-style camelCase keys."""
     built: T = _build(cls, data, warnings, where)
     return built
-
-
-def _yaml_where(e: Exception) -> str:
-    mark = getattr(e, "problem_mark", None)
-    problem = getattr(e, "problem", None) or "syntax error"
-    return f"line {mark.line + 1}: {problem}" if mark is not None else str(problem)
 
 
 def _camel(name: str) -> str:
@@ -174,18 +174,17 @@ def _camel(name: str) -> str:
 def _build(cls: type, data: Any, warnings: list[str], where: str) -> Any:
     from collections.abc import Mapping  # only when a config file is loaded
 
-    label = where or "config"
     if data is None:
         return cls()
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{label}: expected a mapping, got {type(data).__name__}")
+        raise ConfigError(f"{where or 'the file'}: expected a mapping, got {type(data).__name__}")
     hints = _hints(cls)
     known = {key: name for name, key in _keys(cls)}
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         name = known.get(str(key))
         if name is None:
-            warnings.append(f"{label}: unknown key {key!r} ignored")
+            warnings.append(f"{where}: unknown key {key!r} ignored" if where else f"unknown key {key!r} ignored")
             continue
         kwargs[name] = _convert(hints[name], value, warnings, f"{where}.{key}" if where else str(key))
     return cls(**kwargs)

@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as e:
-        raise CliError(f"config {args.config}: {e}") from None
+        raise CliError(str(e)) from None
     if args.poll_interval <= 0:
         raise CliError("--poll-interval must be positive")
     host = host_root(args.host_root)

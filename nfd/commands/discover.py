@@ -26,8 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--output", "-o", choices=["labels", "json", "yaml"], default="labels",
         help="labels: sorted key=value lines; json/yaml: {labels, features}",
     )  # fmt: skip
-    p.add_argument("--extra-label-ns", action="append", default=[], metavar="NS")
-    p.add_argument("--deny-label-ns", action="append", default=[], metavar="NS")
+    from nfd.commands._common import add_policy_arguments
+
+    add_policy_arguments(p, master=False)
 
 
 # Options parse_fast knows: option -> (attribute, appends).

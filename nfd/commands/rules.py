@@ -29,12 +29,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     src.add_argument("--local", action="store_true", help="discover this machine's features (default)")
     t.add_argument("--host-root", metavar="DIR", help="with --local: host filesystem root")
-    t.add_argument("--output", "-o", choices=["text", "json"], default="text")
+    t.add_argument(
+        "--output", "-o", choices=["text", "json"], default="text",
+        help="text: a section per kind; json: one document with what was rejected and why",
+    )  # fmt: skip
     t.add_argument("--explain", action="store_true", help="say for each rule whether it matched, and why not")
-    t.add_argument("--enable-taints", action="store_true")
-    t.add_argument("--extra-label-ns", action="append", default=[], metavar="NS")
-    t.add_argument("--deny-label-ns", action="append", default=[], metavar="NS")
-    t.add_argument("--label-whitelist", metavar="REGEX")
+    from nfd.commands._common import add_policy_arguments
+
+    add_policy_arguments(t, master=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,16 +132,12 @@ def _explain(traces: list[RuleTrace], stream: TextIO) -> None:
 
 def _read_yaml(path: str) -> list[Any]:
     from nfd.cli import CliError
-
-    text = _read_text(path, "--rules")
-    import yaml
+    from nfd.yamlfile import YamlFileError, load_all
 
     try:
-        return [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise CliError(f"--rules {path}: not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
+        return load_all(path)
+    except YamlFileError as e:
+        raise CliError(f"--rules {e}") from None
 
 
 def _read_text(path: str, flag: str) -> str:

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from nfd.deviceplugin.kinds import DeviceKind, KindRegistry, default_kinds
 from nfd.deviceplugin.model import ConfigError
 from nfd.policy import qualified_name_error
@@ -88,17 +86,17 @@ def extended_resource_error(name: str) -> str | None:
 
 
 def load_config(path: str | Path, kinds: KindRegistry | None = None) -> PluginConfig:
+    """Raises ConfigError, one line that names the file once (and the key)."""
+    from nfd.yamlfile import YamlFileError, load
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"cannot read config {path}: {e.strerror or e}") from None
+        data = load(str(path))
+    except YamlFileError as e:
+        raise ConfigError(f"config file {e}") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"config {path} is not valid YAML{where}") from None
-    return parse_config(data, kinds)
+        return parse_config(data, kinds)
+    except ConfigError as e:
+        raise ConfigError(f"config file {path}: {e}") from None
 
 
 def parse_config(data: Any, kinds: KindRegistry | None = None) -> PluginConfig:
