@@ -76,7 +76,7 @@ def parse(text: str, name: str) -> Any:
     import yaml
 
     try:
-        return yaml.load(text, Loader=_loader())
+        return yaml.load(text, Loader=loader())
     except yaml.YAMLError as e:
         raise YamlFileError(f"{name}: not valid YAML: {describe(e)}") from None
 
@@ -85,12 +85,12 @@ def parse_all(text: str, name: str) -> list[Any]:
     import yaml
 
     try:
-        return [d for d in yaml.load_all(text, Loader=_loader()) if d is not None]
+        return [d for d in yaml.load_all(text, Loader=loader()) if d is not None]
     except yaml.YAMLError as e:
         raise YamlFileError(f"{name}: not valid YAML: {describe(e)}") from None
 
 
-def _loader() -> Any:
+def loader() -> Any:
     import yaml
 
     # libyaml's loader parses several times faster; PyYAML may be built without it.

@@ -344,3 +344,85 @@ def test_text_output_when_nothing_matches(tmp_path: Path) -> None:
     )
     assert r.returncode == 0
     assert r.stdout == "nothing: no rule set anything for this node\n"
+
+
+BROKEN = """
+apiVersion: nfd.k8s-sigs.io/v1alpha1
+kind: NodeFeatureRule
+metadata: {name: broken}
+spec:
+  rules:
+    - name: bad op
+      labels: {a: "1"}
+      matchFeatures:
+        - feature: kernel.version
+          matchExpressions: {major: {op: Frob, value: ["6"]}}
+    - name: bad template
+      labelsTemplate: "{{ .x "
+      matchFeatures:
+        - feature: kernel.version
+          matchExpressions: {major: {op: Exists}}
+    - name: five
+      labels: 5
+    - labels: {anonymous: "1"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+"""
+
+GOOD = """
+apiVersion: nfd.k8s-sigs.io/v1alpha1
+kind: NodeFeatureRule
+metadata: {name: good}
+spec:
+  rules:
+    - name: ok
+      labels: {ok: "1"}
+"""
+
+
+def test_strict_lists_every_problem_with_file_and_rule_and_fails(tmp_path: Path) -> None:
+    broken, good = tmp_path / "broken.yaml", tmp_path / "good.yaml"
+    broken.write_text(BROKEN)
+    good.write_text(GOOD)
+    args = ["--rules", str(good), "--rules", str(broken), "--features", str(BASELINE)]
+    lenient = nfd(*args)
+    assert lenient.returncode == 0
+    strict = nfd(*args, "--strict")
+    assert strict.returncode == 1
+    assert "feature.node.kubernetes.io/ok=1" in strict.stdout  # the output is still there
+    errors = [line for line in strict.stderr.splitlines() if ": error: " in line]
+    expected = [
+        "rule broken/bad op: invalid Op 'Frob'",
+        "rule broken/bad template: failed to parse template",
+        "rule broken/five: spec.rules[2].labels: expected a mapping of strings",
+        "rule broken/spec.rules[3]: name is required",
+        "document 2: kind 'Pod'",
+    ]
+    for needle in expected:
+        assert [e for e in errors if f"{broken}: {needle}" in e], (needle, strict.stderr)
+    assert len(errors) == len(expected)
+    assert not any(str(good) in e for e in errors)
+    assert lenient.stderr.count(": warning: ") == len(expected)
+    assert nfd("--rules", str(good), "--features", str(BASELINE), "--strict").returncode == 0
+
+
+def test_a_rule_file_over_the_size_bound_is_refused_by_name(tmp_path: Path) -> None:
+    from nfd.yamlfile import RULES_LIMIT
+
+    big = tmp_path / "huge.yaml"
+    with big.open("wb") as f:
+        f.truncate(RULES_LIMIT + 1)
+    r = nfd("--rules", str(big), "--features", str(BASELINE))
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"nfd rules: error: --rules {big}: {RULES_LIMIT + 1} bytes, more than the limit of 8 MiB"
+
+
+def test_yaml_is_parsed_with_libyaml_where_pyyaml_has_it() -> None:
+    import yaml
+
+    from nfd.yamlfile import loader
+
+    assert loader() is getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    assert hasattr(yaml, "CSafeLoader")  # the wheel this project installs carries libyaml
