@@ -25,7 +25,7 @@ IN_PROCESS = r"""
 import json, statistics, sys, time
 t0 = time.perf_counter()
 from nfd.config import WorkerConfig
-from nfd.discover import discover
+from nfd.discovery import discover
 from nfd.hostroot import HostRoot
 from nfd.labels import node_labels
 from nfd.sources import default_registry

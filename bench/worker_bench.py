@@ -135,7 +135,7 @@ def in_process_breakdown(master_cmd: list[str]) -> None:
     """Where an unchanged pass spends its time, measured inside one process."""
     sys.path.insert(0, str(REPO))
     from nfd.config import WorkerConfig
-    from nfd.discover import discover
+    from nfd.discovery import discover
     from nfd.hostroot import HostRoot
     from nfd.sources import default_registry
     from nfd.worker.client import MasterClient

@@ -65,7 +65,7 @@ def _features(args: argparse.Namespace, host: HostRoot) -> Features:
         except FeatureFormatError as e:
             raise CliError(f"--features {args.features}: {e}") from None
     from nfd.config import SourcesConfig
-    from nfd.discover import discover
+    from nfd.discovery import discover
     from nfd.sources import default_registry
 
     sources = default_registry().select(["pci", "usb"])

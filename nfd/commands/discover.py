@@ -73,7 +73,7 @@ def parse_fast(argv: Sequence[str]) -> dict[str, object] | None:
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
     from nfd.commands._common import host_root, worker_config
-    from nfd.discover import discover
+    from nfd.discovery import discover
     from nfd.labels import node_labels
     from nfd.policy import Policy
     from nfd.sources import UnknownSourceError, default_registry

@@ -232,7 +232,7 @@ def _read_features(path: str) -> Features:
 def _discover(host_root: str | None) -> Features:
     from nfd.commands import _common
     from nfd.config import WorkerConfig
-    from nfd.discover import discover
+    from nfd.discovery import discover
     from nfd.sources import default_registry
 
     result = discover(default_registry(), _common.host_root(host_root), WorkerConfig().sources)

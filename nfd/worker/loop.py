@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from nfd import __version__
 from nfd.config import SourcesConfig
-from nfd.discover import discover
+from nfd.discovery import discover
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.sources import FeatureSource

@@ -1,7 +1,7 @@
 import pytest
 
 from nfd.config import SourcesConfig, WorkerConfig
-from nfd.discover import discover
+from nfd.discovery import discover
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
 from nfd.labels import node_labels

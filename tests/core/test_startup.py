@@ -64,6 +64,20 @@ def test_discover_imports_nothing_heavy() -> None:
     assert "nfd.master" not in modules and "nfd.commands.worker" not in modules
 
 
+def _over_budget(modules: set[str]) -> list[str]:
+    from nfd.discovery import budget
+
+    return sorted(m for m in modules if m not in budget.STDLIB | budget.NFD and not m.startswith(budget.NFD_PACKAGES))
+
+
+def test_discover_keeps_to_its_import_budget() -> None:
+    _, modules = _discover_in_fresh_interpreter()
+    assert _over_budget(modules) == []
+    # The budget is a real one: what the path used to load by way of dataclasses,
+    # logging and argparse would not fit.
+    assert _over_budget({"dataclasses", "logging", "argparse", "re", "typing"}) != []
+
+
 def test_each_architecture_loads_only_its_own_cpu_reader() -> None:
     _, modules = _discover_in_fresh_interpreter("--sources", "cpu")
     if platform.machine().lower() in ("x86_64", "amd64"):
