@@ -34,10 +34,11 @@ from nfd.record import Record, field, field_metadata, record_fields
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import Any, TypeVar
 
     R = TypeVar("R", bound=Record)
+    T = TypeVar("T")
 
 # Upstream's default cpuid label blacklist: these stay in the raw features.
 DEFAULT_CPUID_BLACKLIST: tuple[str, ...] = (
@@ -142,23 +143,31 @@ class WorkerConfig(Record, frozen=True):
 
 def load_worker_config(path: str | os.PathLike[str]) -> tuple[WorkerConfig, list[str]]:
     """Read an ``nfd-worker.conf``; returns the config and warnings about unknown keys.
+    Raises ConfigError (see :func:`load_config_file`)."""
+    return load_config_file(path, lambda data, warnings: from_mapping(WorkerConfig, data or {}, warnings=warnings))
 
-    Raises ConfigError for a file that cannot be read (missing, binary, too large), bad
-    YAML or a bad value; the message names the file once and the key.
-    """
+
+def load_config_file(
+    path: str | os.PathLike[str], build: Callable[[Any, list[str]], T], *, error: type[Exception] = ConfigError
+) -> tuple[T, list[str]]:
+    """Any of nfd's config files (worker, master, device plugin): the YAML document,
+    turned into settings by ``build(data, warnings)``. Raises ``error`` for a file that
+    cannot be read (missing, binary, too large), bad YAML or a bad value (``build``
+    raises ``error`` naming the key); every message is one line that names the file
+    once. Warnings (unknown keys) come back with the file's name too."""
     from nfd.yamlfile import YamlFileError, load  # only when a file is given
 
     p = os.fspath(path)
     try:
         data = load(p)
     except YamlFileError as e:
-        raise ConfigError(f"config file {e}") from None
+        raise error(f"config file {e}") from None
     warnings: list[str] = []
     try:
-        cfg = from_mapping(WorkerConfig, data or {}, warnings=warnings)
-    except ConfigError as e:
-        raise ConfigError(f"config file {p}: {e}") from None
-    return cfg, [f"config file {p}: {w}" for w in warnings]
+        built = build(data, warnings)
+    except error as e:
+        raise error(f"config file {p}: {e}") from None
+    return built, [f"config file {p}: {w}" for w in warnings]
 
 
 def from_mapping(cls: type[R], data: Any, *, warnings: list[str], where: str = "") -> R:

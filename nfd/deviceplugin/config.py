@@ -87,16 +87,10 @@ def extended_resource_error(name: str) -> str | None:
 
 def load_config(path: str | Path, kinds: KindRegistry | None = None) -> PluginConfig:
     """Raises ConfigError, one line that names the file once (and the key)."""
-    from nfd.yamlfile import YamlFileError, load
+    from nfd.config import load_config_file
 
-    try:
-        data = load(str(path))
-    except YamlFileError as e:
-        raise ConfigError(f"config file {e}") from None
-    try:
-        return parse_config(data, kinds)
-    except ConfigError as e:
-        raise ConfigError(f"config file {path}: {e}") from None
+    config, _ = load_config_file(path, lambda data, _w: parse_config(data, kinds), error=ConfigError)
+    return config
 
 
 def parse_config(data: Any, kinds: KindRegistry | None = None) -> PluginConfig:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nfd.config import ConfigError, WorkerConfig, from_mapping, parse_duration
+from nfd.config import ConfigError, WorkerConfig, from_mapping, load_config_file, parse_duration
 from nfd.master.settings import MasterSettings
 
 _LIST_KEYS = {"extraLabelNs": "extra_label_ns", "denyLabelNs": "deny_label_ns"}
@@ -17,19 +17,8 @@ def load_master_config(path: str | Path, settings: MasterSettings) -> list[str]:
     """Read the file into ``settings`` (in place); returns warnings for unknown keys.
     Raises ConfigError, one line naming the file once and the key, for anything
     unusable."""
-    from nfd.yamlfile import YamlFileError, load
-
-    p = str(path)
-    try:
-        data = load(p)
-    except YamlFileError as e:
-        raise ConfigError(f"config file {e}") from None
-    warnings: list[str] = []
-    try:
-        _apply(data, settings, warnings)
-    except ConfigError as e:
-        raise ConfigError(f"config file {p}: {e}") from None
-    return [f"config file {p}: {w}" for w in warnings]
+    _, warnings = load_config_file(path, lambda data, w: _apply(data, settings, w))
+    return warnings
 
 
 def _apply(data: Any, settings: MasterSettings, warnings: list[str]) -> None:
