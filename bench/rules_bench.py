@@ -19,8 +19,9 @@ sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
+from nfd.decision import decide  # noqa: E402
 from nfd.features import Features  # noqa: E402
-from nfd.policy import Policy, publish_rule_output  # noqa: E402
+from nfd.policy import Policy  # noqa: E402
 from nfd.rules import RuleSet, evaluate, load_rulesets  # noqa: E402
 
 RULES = REPO / "tests" / "fixtures" / "rules"
@@ -97,7 +98,7 @@ def main() -> None:
             t0 = time.perf_counter()
             out = evaluate(rulesets, features)
             t1 = time.perf_counter()
-            pub = publish_rule_output(out, features, policy)
+            pub = decide(labels={}, rules=out, features=features, policy=policy)
             t2 = time.perf_counter()
             this_round.append(t1 - t0)
             full_t.append(t2 - t0)

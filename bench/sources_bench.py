@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nfd.config import WorkerConfig
-from nfd.discover import discover
+from nfd.discovery import discover
 from nfd.hostroot import HostRoot
 from nfd.sources import default_registry
 

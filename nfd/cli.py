@@ -126,12 +126,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def setup_logging(level: str, fmt: str) -> None:
-    """Root logger to stderr; applied when logging is first imported (``nfd discover``
-    usually never imports it)."""
+def setup_logging(level: str, fmt: str, *, command: str) -> None:
+    """Root logger to stderr. One-shot commands apply it with their first record (``nfd
+    discover`` usually logs nothing, and never imports logging then)."""
     from nfd.lazylog import configure
 
-    configure(level, fmt)
+    configure(level, fmt, now=command not in ONE_SHOT)
 
 
 # Commands that print and end. Run as a process (not called with an argv, as tests do),
@@ -173,7 +173,7 @@ def _run(args_list: list[str], command: str | None) -> int:
     prog = f"nfd {command}" if command else "nfd"
     try:
         args = parse_fast(args_list, command) or build_parser(only=command).parse_args(args_list)
-        setup_logging(args.log_level, args.log_format)
+        setup_logging(args.log_level, args.log_format, command=args.command)
         return command_module(args.command).run(args)
     except CliError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)

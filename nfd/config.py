@@ -9,8 +9,9 @@ type are errors that name the key.
 
 Adding a group (say ``sources.gpu``): declare it like the others and give the parent a
 field with ``default_factory``; the loader derives the camelCase keys from the field
-names and converts values by the annotations (str, bool, float/duration, tuple[X, ...],
-nested groups, Mapping/Any kept raw)::
+names and converts each value to what the field's default is (str, bool, int,
+float/duration, a tuple of strings, a nested group; ``metadata={"raw": True}`` keeps a
+list's items as they are)::
 
     class GpuConfig(Record, frozen=True):
         device_label_fields: tuple[str, ...] = ("vendor", "product")
@@ -21,8 +22,8 @@ nested groups, Mapping/Any kept raw)::
 
 A ``__post_init__`` may check values and raise ConfigError, as with dataclasses.
 ``field(metadata={"key": "otherName"})`` names a key that is not the camelCase of the
-field. (A plain frozen ``@dataclass`` group still loads too, at the cost of importing
-dataclasses.)
+field. The master's settings hold a :class:`WorkerConfig` too (``labeling``): one
+loader for both.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ from nfd.record import Record, field, field_metadata, record_fields
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import Any, TypeVar
 
+    R = TypeVar("R", bound=Record)
     T = TypeVar("T")
 
 # Upstream's default cpuid label blacklist: these stay in the raw features.
@@ -109,7 +111,7 @@ class SourcesConfig(Record, frozen=True):
     local: LocalConfig = field(default_factory=LocalConfig)
     gpu: GpuConfig = field(default_factory=GpuConfig)
     # Worker-side rules (upstream's ``sources.custom``), kept raw for the rules engine.
-    custom: tuple[Mapping[str, Any], ...] = ()
+    custom: tuple[Mapping[str, Any], ...] = field(default=(), metadata={"raw": True})
 
 
 class CoreConfig(Record, frozen=True):
@@ -118,6 +120,17 @@ class CoreConfig(Record, frozen=True):
     sleep_interval: float = 60.0  # seconds; the file says "60s" as upstream does
     feature_sources: tuple[str, ...] = ("all",)
     label_sources: tuple[str, ...] = ("all",)
+
+    def __post_init__(self) -> None:
+        if self.label_whitelist:
+            import re  # only with a whitelist: discovery's path stays free of re
+
+            try:
+                re.compile(self.label_whitelist)
+            except re.error as e:
+                raise ConfigError(
+                    f"core.labelWhiteList: {self.label_whitelist!r} is not a valid regular expression: {e}"
+                ) from None
 
 
 class WorkerConfig(Record, frozen=True):
@@ -130,40 +143,56 @@ class WorkerConfig(Record, frozen=True):
 
 def load_worker_config(path: str | os.PathLike[str]) -> tuple[WorkerConfig, list[str]]:
     """Read an ``nfd-worker.conf``; returns the config and warnings about unknown keys.
+    Raises ConfigError (see :func:`load_config_file`)."""
+    return load_config_file(path, lambda data, warnings: from_mapping(WorkerConfig, data or {}, warnings=warnings))
 
-    Raises ConfigError for a missing file, bad YAML or a key of the wrong type.
-    """
+
+def load_config_file(
+    path: str | os.PathLike[str], build: Callable[[Any, list[str]], T], *, error: type[Exception] = ConfigError
+) -> tuple[T, list[str]]:
+    """Any of nfd's config files (worker, master, device plugin): the YAML document,
+    turned into settings by ``build(data, warnings)``. Raises ``error`` for a file that
+    cannot be read (missing, binary, too large), bad YAML or a bad value (``build``
+    raises ``error`` naming the key); every message is one line that names the file
+    once. Warnings (unknown keys) come back with the file's name too."""
+    from nfd.yamlfile import YamlFileError, load  # only when a file is given
+
     p = os.fspath(path)
     try:
-        with open(p, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise ConfigError(f"config file {p} does not exist") from None
-    except OSError as e:
-        raise ConfigError(f"config file {p}: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"config file {p}: not UTF-8 text") from None
-    import yaml  # only when a file is given: discover stays fast without one
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"config file {p}: not valid YAML ({_yaml_where(e)})") from None
+        data = load(p)
+    except YamlFileError as e:
+        raise error(f"config file {e}") from None
     warnings: list[str] = []
-    cfg = from_mapping(WorkerConfig, data or {}, warnings=warnings, where=str(p))
-    return cfg, warnings
+    try:
+        built = build(data, warnings)
+    except error as e:
+        raise error(f"config file {p}: {e}") from None
+    return built, [f"config file {p}: {w}" for w in warnings]
 
 
-def from_mapping(cls: type[T], data: Any, *, warnings: list[str], where: str = "") -> T:
-    """Build a config record (or dataclass) from upstream-style camelCase keys."""
-    built: T = _build(cls, data, warnings, where)
-    return built
+def from_mapping(cls: type[R], data: Any, *, warnings: list[str], where: str = "") -> R:
+    """Build a config record from upstream-style camelCase keys. Each value is converted
+    to what the field's default is (a string, true/false, a whole number, a number or
+    duration, a list of strings, a nested group); ``field(metadata={"raw": True})``
+    takes a list of anything as it is."""
+    from collections.abc import Mapping  # only when a config file is loaded
 
-
-def _yaml_where(e: Exception) -> str:
-    mark = getattr(e, "problem_mark", None)
-    problem = getattr(e, "problem", None) or "syntax error"
-    return f"line {mark.line + 1}: {problem}" if mark is not None else str(problem)
+    if data is None:
+        return cls()
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where or 'the file'}: expected a mapping, got {type(data).__name__}")
+    defaults = cls()
+    known = {field_metadata(cls, n).get("key", _camel(n)): n for n in record_fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        name = known.get(str(key))
+        if name is None:
+            warnings.append(f"{where}: unknown key {key!r} ignored" if where else f"unknown key {key!r} ignored")
+            continue
+        path = f"{where}.{key}" if where else str(key)
+        raw = field_metadata(cls, name).get("raw", False)
+        kwargs[name] = _convert(getattr(defaults, name), value, warnings, path, raw=raw)
+    return cls(**kwargs)
 
 
 def _camel(name: str) -> str:
@@ -171,91 +200,36 @@ def _camel(name: str) -> str:
     return head + "".join(w[:1].upper() + w[1:] for w in rest)
 
 
-def _build(cls: type, data: Any, warnings: list[str], where: str) -> Any:
-    from collections.abc import Mapping  # only when a config file is loaded
-
-    label = where or "config"
-    if data is None:
-        return cls()
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{label}: expected a mapping, got {type(data).__name__}")
-    hints = _hints(cls)
-    known = {key: name for name, key in _keys(cls)}
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        name = known.get(str(key))
-        if name is None:
-            warnings.append(f"{label}: unknown key {key!r} ignored")
-            continue
-        kwargs[name] = _convert(hints[name], value, warnings, f"{where}.{key}" if where else str(key))
-    return cls(**kwargs)
-
-
-def _keys(cls: type) -> list[tuple[str, str]]:
-    """(field name, file key) of a record or dataclass."""
-    if issubclass(cls, Record):
-        return [(n, field_metadata(cls, n).get("key", _camel(n))) for n in record_fields(cls)]
-    import dataclasses
-
-    return [(f.name, f.metadata.get("key", _camel(f.name))) for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    """Field name -> type, the string annotations evaluated in the class's module."""
-    import sys
-    import typing
-    from collections.abc import Mapping
-
-    local = {"Any": typing.Any, "Mapping": Mapping}  # imported only for type checking above
-    if not issubclass(cls, Record):
-        return typing.get_type_hints(cls, localns=local)
-    ns = vars(sys.modules[cls.__module__])
-    return {
-        n: eval(tp, ns, local) if isinstance(tp, str) else tp  # our own annotations
-        for n, tp in cls._types.items()
-    }
-
-
-def _is_group(tp: Any) -> bool:
-    return isinstance(tp, type) and (issubclass(tp, Record) or hasattr(tp, "__dataclass_fields__"))
-
-
-def _convert(tp: Any, value: Any, warnings: list[str], where: str) -> Any:
-    import types
-    import typing
-    from collections.abc import Mapping
-
-    if _is_group(tp):
-        return _build(tp, value, warnings, where)
-    origin = typing.get_origin(tp)
-    if tp is str:
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise ConfigError(f"{where}: expected a string")
-        return str(value)
-    if tp is bool:
+def _convert(default: Any, value: Any, warnings: list[str], where: str, *, raw: bool = False) -> Any:
+    if isinstance(default, Record):
+        return from_mapping(type(default), value, warnings=warnings, where=where)
+    if isinstance(default, tuple):
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list")
+        if raw:
+            return tuple(value)
+        return tuple(_convert("", v, warnings, f"{where}[{i}]") for i, v in enumerate(value))
+    if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: expected true or false")
         return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: expected a whole number")
-        return value
-    if tp is float:
+    if isinstance(default, str):
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ConfigError(f"{where}: expected a string")
+        return str(value)
+    if isinstance(default, float):
         if isinstance(value, str):
             return parse_duration(value, where=where)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{where}: expected a number or a duration such as 60s")
         return float(value)
-    if origin is tuple:
-        if value is None:
-            return ()
-        if not isinstance(value, list):
-            raise ConfigError(f"{where}: expected a list")
-        (item_tp, _ellipsis) = typing.get_args(tp)
-        return tuple(_convert(item_tp, v, warnings, f"{where}[{i}]") for i, v in enumerate(value))
-    if origin in (Mapping, dict) or tp is typing.Any or origin is types.UnionType:
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected a whole number")
         return value
-    raise ConfigError(f"{where}: unsupported setting type {tp}")  # pragma: no cover
+    return value  # a field without a typed default takes the value as it is
 
 
 _DURATION = r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)"  # compiled on first use

@@ -4,10 +4,10 @@ come here, so a node gets the same labels whoever computes them."""
 from __future__ import annotations
 
 from nfd.config import WorkerConfig
+from nfd.decision import Decision, decide
 from nfd.features import Features, Labels
 from nfd.lazylog import get_logger
-from nfd.policy import DEFAULT_POLICY, Policy, filter_labels
-from nfd.record import Record, field
+from nfd.policy import DEFAULT_POLICY, Policy
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
@@ -19,12 +19,6 @@ log = get_logger(__name__)
 
 # Sources whose label names are used as they are, without "<source>-" in front.
 _UNMANGLED = frozenset({"local", "custom"})
-
-
-class LabelResult(Record):
-    labels: Labels = field(default_factory=dict)  # qualified names, accepted
-    rejected: dict[str, str] = field(default_factory=dict)  # name -> reason
-    errors: dict[str, str] = field(default_factory=dict)  # source -> error
 
 
 def source_labels(
@@ -62,8 +56,10 @@ def node_labels(
     features: Features,
     config: WorkerConfig,
     policy: Policy = DEFAULT_POLICY,
-) -> LabelResult:
-    """Source labels, qualified and passed through the namespace policy."""
+) -> Decision:
+    """The decision for a node without rules: the sources' labels, qualified and passed
+    through ``policy``; a failing source is in ``rule_errors``."""
     raw, errors = source_labels(sources, features, config)
-    accepted, rejected = filter_labels(raw, policy)
-    return LabelResult(labels=accepted, rejected=rejected, errors=errors)
+    return decide(
+        labels=raw, features=features, policy=policy, errors=[f"source {n}: {e}" for n, e in sorted(errors.items())]
+    )

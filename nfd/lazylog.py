@@ -1,28 +1,24 @@
-"""Loggers that import :mod:`logging` only when a record is emitted, and a logging
-configuration that waits for the import.
+"""Loggers for the modules on ``nfd discover``'s start-up path: :mod:`logging` is
+imported only when a record is emitted.
 
-Importing logging (with traceback, tokenize, threading, string ...) costs about as much
-as a whole discovery pass, and a normal ``nfd discover`` logs nothing. So the modules on
-that path log through a :class:`LazyLogger`, and the CLI states its configuration with
-:func:`configure`: when logging is already loaded it is applied at once; otherwise it is
-applied the moment anyone imports logging (a :class:`LazyLogger` with a record to emit,
-or a library that uses logging directly), so every record is formatted as it would have
-been with logging set up eagerly.
-
-The pending configuration lives in ``sys.meta_path`` (the finder that watches for the
-import), not in this module.
+Importing logging (with traceback, string, re, threading ...) costs about as much as a
+whole discovery pass, and a normal ``nfd discover`` logs nothing. The long-running
+commands configure logging at once (:func:`configure` with ``now=True``). ``nfd
+discover`` states its configuration in the environment instead (``NFD_LOG_LEVEL``,
+``NFD_LOG_FORMAT``, the variables that set it anyway), and the first record that passes
+the level applies it, so records look as they would have with logging set up eagerly.
+Nothing else on that path imports logging: ``tests/core/test_startup.py`` holds it to
+that.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     import logging
-    from collections.abc import Sequence
-    from importlib.machinery import ModuleSpec
-    from types import ModuleType
     from typing import Any
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -30,19 +26,20 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _LEVELS = {
     "CRITICAL": 50, "FATAL": 50, "ERROR": 40, "WARN": 30, "WARNING": 30, "INFO": 20, "DEBUG": 10, "NOTSET": 0,
 }  # fmt: skip
+# Set by configure(now=False): the configuration waits for the first record.
+_DEFERRED = "NFD_LOG_DEFERRED"
 
 
-def configure(level: str, fmt: str) -> None:
+def configure(level: str, fmt: str, *, now: bool) -> None:
     """One handler on the root logger, writing ``fmt`` ("text" or "json") lines to
-    stderr, at ``level`` (debug, info, warning, error). Deferred until logging is
-    imported."""
+    stderr, at ``level`` (debug, info, warning, error): at once, or (``now=False``) when
+    the first record at that level or above is emitted."""
     if level.upper() not in _LEVELS:
         raise ValueError(f"Unknown level: {level.upper()!r}")  # as logging says it, at once
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _ConfigureOnImport)]
-    if "logging" in sys.modules:
+    if now or "logging" in sys.modules:
         apply(level, fmt)
-    else:
-        sys.meta_path.insert(0, _ConfigureOnImport(level, fmt))
+        return
+    os.environ.update({"NFD_LOG_LEVEL": level, "NFD_LOG_FORMAT": fmt, _DEFERRED: "1"})
 
 
 def apply(level: str, fmt: str) -> None:
@@ -61,55 +58,15 @@ def apply(level: str, fmt: str) -> None:
     root.setLevel(level.upper())
 
 
-class _ConfigureOnImport:
-    """A meta-path finder that finds nothing itself: when ``logging`` is imported it lets
-    the other finders find it, and has the loader apply the configuration once the module
-    has run."""
-
-    def __init__(self, level: str, fmt: str) -> None:
-        self.level = level
-        self.fmt = fmt
-        self.levelno = _LEVELS.get(level.upper(), 0)
-
-    def find_spec(
-        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
-        if name != "logging":
-            return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        spec: ModuleSpec | None = None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            spec = find(name, path, target) if find is not None else None
-            if spec is not None:
-                break
-        if spec is None:
-            return None
-        loader = spec.loader
-        run = getattr(loader, "exec_module", None)
-        if run is None:
-            return spec
-        level, fmt = self.level, self.fmt
-
-        def exec_module(module: ModuleType) -> None:
-            run(module)
-            apply(level, fmt)
-
-        setattr(loader, "exec_module", exec_module)  # noqa: B010 (a method, assigned on this loader only)
-        return spec
-
-
-def _pending_level() -> int | None:
-    for f in sys.meta_path:
-        if isinstance(f, _ConfigureOnImport):
-            return f.levelno
-    return None
+def _deferred_level() -> int | None:
+    if os.environ.get(_DEFERRED) != "1":
+        return None
+    return _LEVELS.get(os.environ.get("NFD_LOG_LEVEL", "warning").upper(), 30)
 
 
 class LazyLogger:
     """The part of :class:`logging.Logger` that nfd's discovery code uses. Records below
-    the pending configuration's level are dropped without importing logging."""
+    the deferred configuration's level are dropped without importing logging."""
 
     __slots__ = ("name",)
 
@@ -117,10 +74,12 @@ class LazyLogger:
         self.name = name
 
     def _logger(self, levelno: int) -> logging.Logger | None:
-        if "logging" not in sys.modules:
-            pending = _pending_level()
-            if pending is not None and levelno < pending:
+        deferred = _deferred_level()
+        if deferred is not None:
+            if levelno < deferred:
                 return None
+            os.environ.pop(_DEFERRED)
+            apply(os.environ.get("NFD_LOG_LEVEL", "warning"), os.environ.get("NFD_LOG_FORMAT", "text"))
         import logging
 
         return logging.getLogger(self.name)

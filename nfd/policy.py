@@ -1,23 +1,22 @@
 """What may be published: label, annotation, extended-resource and taint names and
 values, and the namespace policy, as upstream's master applies them.
 
-Pure functions. The master, ``nfd discover`` and ``nfd rules test`` call the same ones,
-so what a user sees locally is what the cluster gets.
+Pure functions, each answering for one item; :func:`nfd.decision.decide` applies them to
+everything a node would carry.
 """
 
 from __future__ import annotations
 
 from nfd.chars import is_dns1123_label, is_name
-from nfd.features import Features
 from nfd.record import Record, field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
     import re
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Iterable, Mapping
     from decimal import Decimal
 
-    from nfd.rules import RuleOutput
+    from nfd.features import Features
 
 FEATURE_NS = "feature.node.kubernetes.io"
 PROFILE_NS = "profile.node.kubernetes.io"
@@ -174,22 +173,6 @@ def check_label(name: str, value: str, policy: Policy = DEFAULT_POLICY) -> str |
     return label_value_error(value)
 
 
-def filter_labels(
-    labels: Mapping[str, str], policy: Policy = DEFAULT_POLICY
-) -> tuple[dict[str, str], dict[str, str]]:
-    """Qualify names, then split into (accepted, rejected name -> reason), sorted."""
-    accepted: dict[str, str] = {}
-    rejected: dict[str, str] = {}
-    for raw in sorted(labels, key=qualify):
-        name, value = qualify(raw), labels[raw]
-        err = check_label(name, value, policy)
-        if err:
-            rejected[name] = err
-        else:
-            accepted[name] = value
-    return accepted, rejected
-
-
 def _namespace_error(name: str) -> str | None:
     """Annotations, extended resources and taints: a prefix is required, and the
     ``kubernetes.io``/``k8s.io`` namespaces are denied except the feature namespace."""
@@ -285,20 +268,7 @@ def parse_quantity(text: str) -> Decimal:
     return base * (Decimal(radix) ** exp)
 
 
-# -- what the master publishes from rule output ----------------------------------------
-
-
-class Published(Record):
-    """What may be written to the Node, names qualified, and what was refused and why
-    (per kind: ``labels``, ``annotations``, ``extendedResources``, ``taints``)."""
-
-    labels: dict[str, str] = field(default_factory=dict)
-    annotations: dict[str, str] = field(default_factory=dict)
-    extended_resources: dict[str, str] = field(default_factory=dict)
-    taints: list[tuple[str, str, str]] = field(default_factory=list)  # (key, value, effect)
-    rejected: dict[str, dict[str, str]] = field(
-        default_factory=lambda: {"labels": {}, "annotations": {}, "extendedResources": {}, "taints": {}}
-    )
+# -- dynamic values ---------------------------------------------------------------------
 
 
 def dynamic_value(value: str, features: Features, matched: Mapping[str, str] | None = None) -> str:
@@ -314,72 +284,3 @@ def dynamic_value(value: str, features: Features, matched: Mapping[str, str] | N
     if parts[2] not in attrs:
         raise ValueError(f"element {parts[2]} not found on feature {fname}")
     return attrs[parts[2]]
-
-
-def publish(
-    *,
-    labels: Mapping[str, str],
-    annotations: Mapping[str, str] = {},
-    extended_resources: Mapping[str, str] = {},
-    taints: Iterable[tuple[str, str, str]] = (),
-    features: Features,
-    matched: Mapping[str, str] | None = None,
-    policy: Policy = DEFAULT_POLICY,
-) -> Published:
-    """The master's filtering, in upstream's order: unprefixed label, annotation and
-    extended-resource names get ``feature.node.kubernetes.io/``; dynamic values of labels
-    and extended resources are resolved; then each item is checked. Taints only with
-    ``enable_taints``, keys unprefixed as written."""
-    out = Published()
-
-    def resolve(value: str) -> str:
-        return dynamic_value(value, features, matched) if value.startswith("@") else value
-
-    def keep(value: str) -> str:
-        return value
-
-    kinds: tuple[tuple[Mapping[str, str], Callable[[str, str], str | None], Callable[[str], str], dict[str, str], str], ...] = (
-        (labels, lambda n, v: check_label(n, v, policy), resolve, out.labels, "labels"),
-        (annotations, lambda n, v: check_annotation(n, v, policy), keep, out.annotations, "annotations"),
-        (extended_resources, lambda n, v: check_extended_resource(n, v, policy), resolve, out.extended_resources, "extendedResources"),
-    )  # fmt: skip
-    for items, check, value_of, accepted, kind in kinds:
-        for raw in sorted(items, key=qualify):
-            name = qualify(raw)
-            if raw != name and name in items:
-                continue  # the prefixed spelling wins
-            try:
-                value = value_of(items[raw])
-            except ValueError as e:
-                out.rejected[kind][name] = str(e)
-                continue
-            err = check(name, value)
-            if err:
-                out.rejected[kind][name] = err
-            else:
-                accepted[name] = value
-    if policy.enable_taints:
-        for key, value, effect in taints:
-            err = check_taint(key, value, effect, policy)
-            if err:
-                out.rejected["taints"][f"{key}={value}:{effect}"] = err
-            elif (key, value, effect) not in out.taints:
-                out.taints.append((key, value, effect))
-    # Sorted by the published (qualified) name, so output does not depend on spelling.
-    out.labels = dict(sorted(out.labels.items()))
-    out.annotations = dict(sorted(out.annotations.items()))
-    out.extended_resources = dict(sorted(out.extended_resources.items()))
-    return out
-
-
-def publish_rule_output(output: RuleOutput, features: Features, policy: Policy = DEFAULT_POLICY) -> Published:
-    """``publish`` for what ``nfd.rules.evaluate`` returned."""
-    return publish(
-        labels=output.labels,
-        annotations=output.annotations,
-        extended_resources=output.extended_resources,
-        taints=[(t.key, t.value, t.effect) for t in output.taints],
-        features=features,
-        matched=output.matched,
-        policy=policy,
-    )

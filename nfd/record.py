@@ -1,8 +1,10 @@
-"""Value classes declared like dataclasses, without importing :mod:`dataclasses`.
+"""Value classes declared like dataclasses, for the modules on ``nfd discover``'s
+start-up path.
 
-``import dataclasses`` pulls in inspect, ast, dis and tokenize, and every ``@dataclass``
-compiles its generated methods with ``exec``; on ``nfd discover``'s path that was a
-quarter of the whole process. A :class:`Record` subclass is written as a dataclass is::
+``import dataclasses`` pulls in inspect, ast, dis, tokenize, re and enum, and every
+``@dataclass`` compiles its generated methods with ``exec``: on ``nfd discover``'s path
+that was a quarter of the whole process. Code off that path uses plain dataclasses. A
+:class:`Record` subclass is written as a dataclass is::
 
     class KernelConfig(Record, frozen=True):
         kconfig_file: str = ""
@@ -11,16 +13,14 @@ quarter of the whole process. A :class:`Record` subclass is written as a datacla
     class Result(Record):
         labels: dict[str, str] = field(default_factory=dict)
 
-and behaves as one: ``__init__`` (positional or keyword arguments), ``__eq__``,
-``__repr__``, ``__hash__`` (frozen: from the fields; mutable: unhashable), assignment
-refused with :class:`dataclasses.FrozenInstanceError` when frozen. ``dataclasses.fields``,
-``replace``, ``asdict`` and ``is_dataclass`` work on records too (they import dataclasses
-when first used). mypy checks records as dataclasses (``dataclass_transform``).
-
+and gets what a dataclass gets: ``__init__`` (positional or keyword arguments),
+``__eq__``, ``__repr__``, ``__hash__`` (frozen: from the fields; mutable: unhashable),
+assignment refused with :class:`FrozenInstanceError` when frozen, ``__post_init__`` run
+at the end of ``__init__``. mypy checks records as dataclasses (``dataclass_transform``).
 Fields are the class's annotated names, in order, except ``ClassVar`` ones; a field
-without a default is required. A ``__post_init__(self)`` method runs at the end of
-``__init__`` (to check values), as with dataclasses. ``field(compare=False)`` leaves a
-field out of equality and hashing, ``field(repr=False)`` out of ``repr``.
+without a default is required. ``field(compare=False)`` leaves a field out of equality
+and hashing, ``field(repr=False)`` out of ``repr``; ``metadata`` is free-form.
+Annotations are never evaluated: what a field holds is for mypy.
 """
 
 from __future__ import annotations
@@ -83,51 +83,8 @@ def replace(obj: R, **changes: Any) -> R:
     return type(obj)(**values)
 
 
-class _DataclassFields:
-    """What :mod:`dataclasses` looks up (``__dataclass_fields__``), built on first access
-    from a twin dataclass and then cached on the class."""
-
-    def __get__(self, obj: object, owner: type[Record]) -> dict[str, Any]:
-        import dataclasses
-
-        types = _resolved_types(owner)
-        specs: list[tuple[str, Any, Any]] = []
-        for name in owner._fields:
-            kw: dict[str, Any] = {}
-            if name in owner._defaults:
-                kw["default"] = owner._defaults[name]
-            elif name in owner._factories:
-                kw["default_factory"] = owner._factories[name]
-            kw.update(compare=name in owner._compared, repr=name in owner._shown)
-            if name in owner._metadata:
-                kw["metadata"] = owner._metadata[name]
-            specs.append((name, types[name], dataclasses.field(**kw)))
-        twin = dataclasses.make_dataclass(owner.__name__, specs, frozen=owner._frozen)
-        fields: dict[str, Any] = twin.__dataclass_fields__  # type: ignore[attr-defined]
-        type.__setattr__(owner, "__dataclass_fields__", fields)
-        return fields
-
-
-def _resolved_types(cls: type[Record]) -> dict[str, Any]:
-    """Field types as objects: the string annotations evaluated in the class's module, with
-    typing's names at hand (modules on the fast path import them only for type checking).
-    Tools that read dataclass field types (pydantic) get types they can use; an
-    annotation that cannot be evaluated stays a string."""
-    import sys
-    import typing
-
-    module = sys.modules.get(cls.__module__)
-    ns = dict(vars(module)) if module is not None else {}
-    local = {k: v for k, v in vars(typing).items() if not k.startswith("_")}
-    out: dict[str, Any] = {}
-    for name, tp in cls._types.items():
-        if isinstance(tp, str):
-            try:
-                tp = eval(tp, ns, local)  # the class's own annotations
-            except Exception:
-                pass
-        out[name] = tp
-    return out
+class FrozenInstanceError(AttributeError):
+    """Assignment to a frozen record (as :class:`dataclasses.FrozenInstanceError`)."""
 
 
 @dataclass_transform(field_specifiers=(field,))
@@ -137,18 +94,16 @@ class Record:
     _fields: ClassVar[tuple[str, ...]] = ()
     _compared: ClassVar[tuple[str, ...]] = ()
     _shown: ClassVar[tuple[str, ...]] = ()
-    _types: ClassVar[dict[str, Any]] = {}
     _defaults: ClassVar[dict[str, Any]] = {}
     _factories: ClassVar[dict[str, Callable[[], Any]]] = {}
     _metadata: ClassVar[dict[str, Mapping[str, Any]]] = {}
     _frozen: ClassVar[bool] = False
     _all_compared: ClassVar[bool] = True
-    __dataclass_fields__: ClassVar[Any] = _DataclassFields()
 
     def __init_subclass__(cls, *, frozen: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         fields, compared, shown = list(cls._fields), list(cls._compared), list(cls._shown)
-        types, defaults, factories = dict(cls._types), dict(cls._defaults), dict(cls._factories)
+        defaults, factories = dict(cls._defaults), dict(cls._factories)
         metadata = dict(cls._metadata)
         # The class's own annotations (inspect.get_annotations would import inspect).
         for name, tp in cls.__dict__.get("__annotations__", {}).items():  # noqa: RUF063
@@ -156,7 +111,6 @@ class Record:
                 continue
             if name not in fields:
                 fields.append(name)
-            types[name] = tp
             value = cls.__dict__.get(name, _MISSING)
             compare = show = True
             defaults.pop(name, None)
@@ -178,11 +132,8 @@ class Record:
                 elif not keep and name in names:
                     names.remove(name)
         cls._fields, cls._compared, cls._shown = tuple(fields), tuple(compared), tuple(shown)
-        cls._types, cls._defaults, cls._factories = types, defaults, factories
+        cls._defaults, cls._factories = defaults, factories
         cls._metadata = metadata
-        # Each class its own lazy descriptor: the cached result replaces only this class's
-        # entry, never one its subclasses would inherit.
-        cls.__dataclass_fields__ = _DataclassFields()
         cls._frozen = frozen or cls._frozen
         cls._all_compared = cls._compared == cls._fields
         if not cls._frozen:
@@ -198,7 +149,7 @@ class Record:
             )
         values = dict(zip(names, args, strict=False))
         for key, value in kwargs.items():
-            if key not in cls._types:
+            if key not in cls._fields:
                 raise TypeError(f"{cls.__name__}.__init__() got an unexpected keyword argument {key!r}")
             if key in values:
                 raise TypeError(f"{cls.__name__}.__init__() got multiple values for argument {key!r}")
@@ -242,14 +193,10 @@ class Record:
 
     def __setattr__(self, name: str, value: Any) -> None:
         if self._frozen:
-            from dataclasses import FrozenInstanceError
-
             raise FrozenInstanceError(f"cannot assign to field {name!r}")
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
         if self._frozen:
-            from dataclasses import FrozenInstanceError
-
             raise FrozenInstanceError(f"cannot delete field {name!r}")
         object.__delattr__(self, name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
+    import argparse
     from collections.abc import Callable
 
     from nfd.config import WorkerConfig
@@ -21,7 +22,8 @@ def host_root(path: str | None) -> HostRoot:
     if path is None:
         return HostRoot.from_env()
     if not os.path.isdir(path):
-        raise CliError(f"--host-root {path}: no such directory")
+        reason = "not a directory" if os.path.exists(path) else "no such directory"
+        raise CliError(f"--host-root {path}: {reason}")
     return HostRoot.under(path)
 
 
@@ -40,3 +42,25 @@ def worker_config(path: str | None, *, warn: Callable[[str], None]) -> WorkerCon
     for w in warnings:
         warn(w)
     return config
+
+
+def add_policy_arguments(p: argparse.ArgumentParser, *, master: bool) -> None:
+    """The publishing policy's flags, as the master takes them (``master``: with the
+    label whitelist and taints, which ``nfd discover`` has no use for)."""
+    p.add_argument(
+        "--extra-label-ns", action="append", default=[], metavar="NS",
+        help="also allow labels in namespace NS, even a denied one (repeatable, or comma-separated)",
+    )  # fmt: skip
+    p.add_argument(
+        "--deny-label-ns", action="append", default=[], metavar="NS",
+        help="refuse labels in namespace NS; '*.example.com' refuses its subdomains, '*' all (repeatable)",
+    )  # fmt: skip
+    if master:
+        p.add_argument(
+            "--label-whitelist", metavar="REGEX",
+            help="publish only labels whose name (after the namespace) matches REGEX",
+        )  # fmt: skip
+        p.add_argument(
+            "--enable-taints", action="store_true",
+            help="let rules taint the node (without it, taints are reported as rejected)",
+        )  # fmt: skip

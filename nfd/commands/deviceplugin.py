@@ -68,7 +68,7 @@ def features_for(
         except FeatureFormatError as e:
             raise CliError(f"--features {args.features}: {e}") from None
     from nfd.config import SourcesConfig
-    from nfd.discover import discover
+    from nfd.discovery import discover
     from nfd.sources import default_registry
 
     return discover(default_registry().select(list(sources)), host, SourcesConfig()).features
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as e:
-        raise CliError(f"config {args.config}: {e}") from None
+        raise CliError(str(e)) from None
     if args.poll_interval <= 0:
         raise CliError("--poll-interval must be positive")
     host = host_root(args.host_root)
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         states, warnings = build_served_states(config.resources, DEVICE_PLUGIN, features=feats, host=host)
     except ConfigError as e:
-        raise CliError(f"config {args.config}: {e}") from None
+        raise CliError(f"config file {args.config}: {e}") from None
     if len(resources) < len(config.resources):
         log.info(
             "%d resource(s) are served through DRA (nfd dra), not here",

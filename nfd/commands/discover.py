@@ -26,8 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--output", "-o", choices=["labels", "json", "yaml"], default="labels",
         help="labels: sorted key=value lines; json/yaml: {labels, features}",
     )  # fmt: skip
-    p.add_argument("--extra-label-ns", action="append", default=[], metavar="NS")
-    p.add_argument("--deny-label-ns", action="append", default=[], metavar="NS")
+    from nfd.commands._common import add_policy_arguments
+
+    add_policy_arguments(p, master=False)
 
 
 # Options parse_fast knows: option -> (attribute, appends).
@@ -72,7 +73,7 @@ def parse_fast(argv: Sequence[str]) -> dict[str, object] | None:
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
     from nfd.commands._common import host_root, worker_config
-    from nfd.discover import discover
+    from nfd.discovery import discover
     from nfd.labels import node_labels
     from nfd.policy import Policy
     from nfd.sources import UnknownSourceError, default_registry
@@ -95,9 +96,11 @@ def run(args: argparse.Namespace) -> int:
     result = discover(sources, host, config.sources)
     chosen = {s.name for s in sources}
     labelled = node_labels([s for s in label_sources if s.name in chosen], result.features, config, policy)
-    for name, err in sorted({**result.errors, **labelled.errors}.items()):
+    for name, err in sorted(result.errors.items()):
         print(f"nfd discover: warning: source {name}: {err}", file=sys.stderr)
-    for name, reason in labelled.rejected.items():
+    for problem in labelled.rule_errors:
+        print(f"nfd discover: warning: {problem}", file=sys.stderr)
+    for name, reason in labelled.rejected.get("labels", {}).items():
         print(f"nfd discover: warning: label {name} left out: {reason}", file=sys.stderr)
 
     out = sys.stdout

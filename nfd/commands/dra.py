@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as e:
-        raise CliError(f"config {args.config}: {e}") from None
+        raise CliError(str(e)) from None
     if args.device_classes:
         from nfd.dra.classes import device_classes
 
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         states, warnings = build_served_states(config.resources, DRA, features=feats, host=host)
     except ConfigError as e:
-        raise CliError(f"config {args.config}: {e}") from None
+        raise CliError(f"config file {args.config}: {e}") from None
     if not resources:
         warnings.append(f"{args.config} marks no resource servedBy: dra; publishing an empty pool")
 
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         inventory = DraInventory(states, features=feats, host=host)
     except ValueError as e:
-        raise CliError(f"config {args.config}: {e}") from None
+        raise CliError(f"config file {args.config}: {e}") from None
     if args.check:
         for w in warnings:
             print(f"warning: {w}", file=sys.stderr)

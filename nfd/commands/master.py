@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import re
+import socket
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
     from nfd.master.runtime import Runtime
     from nfd.master.settings import MasterSettings
     from nfd.master.tls import ServingFiles
@@ -31,16 +34,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--worker-service-account", metavar="NS:NAME",
         help="service account workers run as (default node-feature-discovery:nfd-worker)",
     )  # fmt: skip
-    p.add_argument("--extra-label-ns", action="append", default=[], metavar="NS")
-    p.add_argument("--deny-label-ns", action="append", default=[], metavar="NS")
-    p.add_argument("--label-whitelist", metavar="REGEX")
-    p.add_argument("--enable-taints", action="store_true")
+    from nfd.commands._common import add_policy_arguments
+
+    add_policy_arguments(p, master=True)
     p.add_argument("--rules-dir", metavar="DIR", help="directory of NodeFeatureRule YAML files")
     p.add_argument(
         "--no-rule-watch", action="store_true", help="do not watch NodeFeatureRule objects in the cluster"
     )
     p.add_argument("--resync-period", metavar="DURATION", help="full resync of every node (default 1h)")
-    p.add_argument("--enable-leader-election", action="store_true")
+    p.add_argument(
+        "--enable-leader-election", action="store_true",
+        help="several masters: one leads and writes Nodes, the others stand by (a Lease)",
+    )  # fmt: skip
     p.add_argument(
         "--tls-cert-file", metavar="FILE",
         help="serving certificate (PEM; with --tls-key-file): your own, instead of the one the master makes",
@@ -80,6 +85,9 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
     """Settings: defaults < environment (NFD_MASTER_*) < config file < flags."""
     from pathlib import Path
 
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
     from nfd.cli import CliError
     from nfd.config import ConfigError, parse_duration
     from nfd.master.masterconfig import load_master_config
@@ -87,8 +95,10 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
 
     try:
         s = MasterSettings()
-    except ValueError as e:
-        raise CliError(f"settings from the environment: {e}") from None
+    except ValidationError as e:
+        raise CliError(f"environment: {_env_errors(e)}") from None
+    except SettingsError as e:  # a group variable (NFD_MASTER_KUBE) that is not JSON
+        raise CliError(f"environment: {' '.join(str(e).split())}") from None
     if args.config:
         try:
             warnings = load_master_config(args.config, s)
@@ -179,6 +189,15 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
     return s
 
 
+def _env_errors(e: ValidationError) -> str:
+    """pydantic's report on one line: each variable by its name, and why."""
+    parts = []
+    for err in e.errors():
+        name = "NFD_MASTER_" + "__".join(str(p) for p in err["loc"]).upper()
+        parts.append(f"{name}: {err['msg']}")
+    return "; ".join(parts)
+
+
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -190,10 +209,20 @@ def run(args: argparse.Namespace) -> int:
     try:
         runtime = build_runtime(settings)
     except SetupError as e:
-        raise CliError(str(e), code=1) from None
+        raise CliError(str(e), code=e.code) from None
     app = serving_app(create_app(runtime=runtime))
     srv = settings.server
-    files = _serving_files(settings, runtime)
+    # Bound here, not by uvicorn, and first: a port in use is a one-line error (exit 2),
+    # not an ERROR record, and nothing (a certificate made, a warning) happens before it.
+    try:
+        sock = _listen(srv.host, srv.port)
+    except OSError as e:
+        raise CliError(f"cannot listen on {srv.host}:{srv.port}: {e.strerror or e}") from None
+    try:
+        files = _serving_files(settings, runtime)
+    except BaseException:
+        sock.close()
+        raise
     config = uvicorn.Config(
         app,
         host=srv.host,
@@ -210,11 +239,13 @@ def run(args: argparse.Namespace) -> int:
         server.renew = (runtime.api, settings.tls, files)  # the cluster's certificate: kept renewed
     import gc
 
+    host, port = sock.getsockname()[:2]
+    server.url = f"{'https' if files is not None else 'http'}://{_url_host(host)}:{port}"
     # What is imported and built by now lives as long as the process: keep it out of the
     # collector's full passes, which would otherwise walk it again on every one.
     gc.freeze()
     try:
-        server.run()  # handles SIGTERM/SIGINT: stops accepting, drains, runs the lifespan's end
+        server.run(sockets=[sock])  # handles SIGTERM/SIGINT: stops accepting, drains, runs the lifespan's end
     except OSError as e:
         raise CliError(f"cannot serve on {srv.host}:{srv.port}: {e.strerror or e}", code=1) from None
     finally:
@@ -222,6 +253,7 @@ def run(args: argparse.Namespace) -> int:
             import shutil
 
             shutil.rmtree(files.cert.parent, ignore_errors=True)
+        sock.close()
     if not server.started:
         raise CliError(f"could not start on {srv.host}:{srv.port} (see the log above)", code=1)
     return 0
@@ -265,8 +297,25 @@ def _serving_files(settings: MasterSettings, runtime: Runtime) -> ServingFiles |
             delay = min(delay * 2, 10.0)
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
 def _server_class() -> type:
     import asyncio
+    import logging
     import signal
     from typing import Any
 
@@ -280,8 +329,13 @@ def _server_class() -> type:
         renew: tuple[Any, Any, Any] | None = None
         _renewing: asyncio.Task[None] | None = None
 
-        async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets)
+        url = ""
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                # uvicorn names the address only when it binds the socket itself.
+                logging.getLogger("nfd.master").info("running on %s", self.url)
             if self.renew is not None and self.config.ssl is not None:
                 from nfd.master.tls import keep_renewed
 

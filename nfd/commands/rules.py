@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from nfd.features import Features
-    from nfd.rules import RuleTrace
+    from nfd.rules import RuleSet, RuleTrace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,18 +29,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     src.add_argument("--local", action="store_true", help="discover this machine's features (default)")
     t.add_argument("--host-root", metavar="DIR", help="with --local: host filesystem root")
-    t.add_argument("--output", "-o", choices=["text", "json"], default="text")
+    t.add_argument(
+        "--output", "-o", choices=["text", "json"], default="text",
+        help="text: a section per kind; json: one document with what was rejected and why",
+    )  # fmt: skip
     t.add_argument("--explain", action="store_true", help="say for each rule whether it matched, and why not")
-    t.add_argument("--enable-taints", action="store_true")
-    t.add_argument("--extra-label-ns", action="append", default=[], metavar="NS")
-    t.add_argument("--deny-label-ns", action="append", default=[], metavar="NS")
-    t.add_argument("--label-whitelist", metavar="REGEX")
+    from nfd.commands._common import add_policy_arguments
+
+    add_policy_arguments(t, master=True)
+    t.add_argument(
+        "--strict", action="store_true",
+        help="exit 1 when any document or rule has a problem (each listed with its file and rule); "
+        "without it they are warnings",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
-    from nfd.policy import Policy, publish_rule_output
-    from nfd.rules import evaluate, lint_rulesets, load_rulesets
+    from nfd.decision import decide
+    from nfd.policy import Policy
+    from nfd.rules import evaluate, lint_rulesets
 
     try:
         policy = Policy.build(
@@ -52,22 +60,23 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise CliError(str(e)) from None
 
-    docs: list[Any] = []
-    for path in args.rules:
-        docs.extend(_read_yaml(path))
-    rulesets, load_errors = load_rulesets(docs)
+    rulesets, problems, origin = _load(args.rules)
     features = _read_features(args.features) if args.features else _discover(args.host_root)
 
     out = evaluate(rulesets, features, explain=args.explain)
-    pub = publish_rule_output(out, features, policy)
+    # Only the rules' output: the built-in labels are what `nfd discover` prints.
+    pub = decide(labels={}, rules=out, features=features, policy=policy)
 
     err = sys.stderr
-    for problem in [*load_errors, *out.errors]:
-        print(f"nfd rules test: warning: rule {problem}", file=err)
     failed = {(e.object, e.rule) for e in out.errors}
-    for problem in lint_rulesets(rulesets):
-        if (problem.object, problem.rule) not in failed:
-            print(f"nfd rules test: warning: rule {problem} (fails wherever evaluation gets there)", file=err)
+    problems += [f"{origin.get(e.object, '-')}: rule {e}" for e in out.errors]
+    problems += [
+        f"{origin.get(e.object, '-')}: rule {e} (fails wherever evaluation gets there)"
+        for e in lint_rulesets(rulesets)
+        if (e.object, e.rule) not in failed
+    ]
+    for problem in problems:
+        print(f"nfd rules test: {'error' if args.strict else 'warning'}: {problem}", file=err)
     for kind, items in pub.rejected.items():
         for name, reason in items.items():
             print(f"nfd rules test: warning: {_KIND_WORD[kind]} {name} left out: {reason}", file=err)
@@ -76,15 +85,15 @@ def run(args: argparse.Namespace) -> int:
         "labels": pub.labels,
         "annotations": pub.annotations,
         "extendedResources": pub.extended_resources,
-        "taints": [{"key": k, "value": v, "effect": e} for k, v, e in pub.taints],
+        "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in pub.taints],
         "vars": dict(sorted(out.vars.items())),
     }
     if args.output == "json":
-        json.dump(doc, sys.stdout, indent=2)
+        json.dump({**doc, "rejected": pub.rejected}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         if args.explain:
             _explain(out.traces, err)
-        return 0
+        return _verdict(args.strict, problems)
     w = sys.stdout.write
     for title, key in (
         ("labels", "labels"),
@@ -98,11 +107,61 @@ def run(args: argparse.Namespace) -> int:
             w("".join(f"  {k}={v}\n" for k, v in section.items()))
     if pub.taints:
         w("taints:\n")
-        w("".join(f"  {k}={v}:{e}\n" for k, v, e in pub.taints))
+        w("".join(f"  {t}\n" for t in pub.taints))
     if not any(doc.values()):
         w("nothing: no rule set anything for this node\n")
     if args.explain:
         _explain(out.traces, sys.stdout)
+    return _verdict(args.strict, problems)
+
+
+def _load(paths: list[str]) -> tuple[list[RuleSet], list[str], dict[str, str]]:
+    """The rule sets of every file (sorted by name, as the master has them), the
+    problems found while loading (each naming its file), and each object's file."""
+    from nfd.rules import load_rulesets
+
+    rulesets: list[RuleSet] = []
+    problems: list[str] = []
+    origin: dict[str, str] = {}
+    for path in paths:
+        docs = _read_yaml(path)
+        problems += [f"{path}: {p}" for p in _shape_problems(docs)]
+        sets, errors = load_rulesets(docs)
+        problems += [f"{path}: rule {e}" for e in errors]
+        for rs in sets:
+            origin.setdefault(rs.name, path)
+        rulesets += sets
+    rulesets.sort(key=lambda rs: rs.name)
+    return rulesets, problems, origin
+
+
+def _shape_problems(docs: list[Any]) -> list[str]:
+    """What the API server would refuse or what is not a rule at all, which the engine
+    passes over: documents of other kinds, rules without a name."""
+    from nfd.rules import API_GROUP, KIND
+
+    out: list[str] = []
+    for i, d in enumerate(docs):
+        if not isinstance(d, dict) or str(d.get("kind", "")).endswith("List"):
+            continue  # not a mapping: the engine reports it; a List: its items are loaded
+        if d.get("kind") != KIND or not str(d.get("apiVersion", "")).startswith(API_GROUP + "/"):
+            out.append(
+                f"document {i + 1}: kind {d.get('kind')!r} (apiVersion {d.get('apiVersion')!r}) "
+                "is not a NodeFeatureRule; skipped"
+            )
+            continue
+        name = (d.get("metadata") or {}).get("name") if isinstance(d.get("metadata"), dict) else None
+        rules = (d.get("spec") or {}).get("rules") if isinstance(d.get("spec"), dict) else None
+        for j, rule in enumerate(rules if isinstance(rules, list) else []):
+            if isinstance(rule, dict) and not rule.get("name"):
+                out.append(f"rule {name}/spec.rules[{j}]: name is required (the API server refuses a rule without one)")
+    return out
+
+
+def _verdict(strict: bool, problems: list[str]) -> int:
+    if strict and problems:
+        print(f"nfd rules test: {len(problems)} problem(s) with --strict", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -128,16 +187,12 @@ def _explain(traces: list[RuleTrace], stream: TextIO) -> None:
 
 def _read_yaml(path: str) -> list[Any]:
     from nfd.cli import CliError
-
-    text = _read_text(path, "--rules")
-    import yaml
+    from nfd.yamlfile import YamlFileError, load_all
 
     try:
-        return [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise CliError(f"--rules {path}: not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
+        return load_all(path)
+    except YamlFileError as e:
+        raise CliError(f"--rules {e}") from None
 
 
 def _read_text(path: str, flag: str) -> str:
@@ -177,7 +232,7 @@ def _read_features(path: str) -> Features:
 def _discover(host_root: str | None) -> Features:
     from nfd.commands import _common
     from nfd.config import WorkerConfig
-    from nfd.discover import discover
+    from nfd.discovery import discover
     from nfd.sources import default_registry
 
     result = discover(default_registry(), _common.host_root(host_root), WorkerConfig().sources)

@@ -13,6 +13,8 @@ DEFAULT_TOKEN_FILE = "/var/run/secrets/nfd/token"
 # The master's CA certificate, projected next to the token from its ConfigMap.
 DEFAULT_CA_FILE = "/var/run/secrets/nfd/ca.crt"
 DEFAULT_STATUS_PORT = 8081
+# One worker must not be able to flood the master: passes at most once a second.
+MIN_SLEEP_INTERVAL_S = 1.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,7 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--node-name", metavar="NAME", help="this node's name (default $NODE_NAME)")
     p.add_argument("--sources", metavar="LIST", help="feature sources (as nfd discover)")
     p.add_argument(
-        "--sleep-interval", metavar="DURATION", help="time between passes (default core.sleepInterval, 60s)"
+        "--sleep-interval", metavar="DURATION",
+        help="time between passes, at least 1s; 0 = only at start and on changes "
+        "(default core.sleepInterval, 60s)",
     )
     p.add_argument(
         "--token-file", metavar="FILE",
@@ -65,6 +69,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _check_ca_file(path: str) -> None:
+    """At start, not at the first request: the file must hold PEM certificates."""
+    import ssl
+
+    from nfd.cli import CliError
+
+    try:
+        ssl.create_default_context(cafile=path)
+    except ssl.SSLError as e:  # an OSError too: first
+        raise CliError(f"--ca-file {path}: no PEM certificate in it ({e.reason or e})") from None
+    except FileNotFoundError:
+        raise CliError(f"--ca-file {path}: no such file") from None
+    except OSError as e:
+        raise CliError(f"--ca-file {path}: {e.strerror or e}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     import os
     import signal
@@ -75,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from nfd.commands._common import host_root, worker_config
     from nfd.config import ConfigError, parse_duration
     from nfd.features import Features
+    from nfd.policy import dns_subdomain_error
     from nfd.sources import UnknownSourceError, default_registry
     from nfd.worker.backoff import Backoff
     from nfd.worker.client import MasterClient
@@ -88,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
     node = args.node_name or os.environ.get("NODE_NAME", "")
     if not node:
         raise CliError("no node name: give --node-name or set NODE_NAME", code=2)
+    bad_name = dns_subdomain_error(node)
+    if bad_name:
+        origin = "--node-name" if args.node_name else "NODE_NAME"
+        raise CliError(f"{origin} {node!r}: not a node name: {bad_name}")
     master = args.master or os.environ.get("NFD_MASTER_URL", "")
     if not master:
         raise CliError("no master: give --master URL or set NFD_MASTER_URL", code=2)
@@ -104,6 +129,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(e)) from None
     if retry_cap <= 0:
         raise CliError("--retry-max-delay: must be more than 0")
+    if 0 < interval < MIN_SLEEP_INTERVAL_S:
+        origin = f"--sleep-interval {args.sleep_interval}" if args.sleep_interval else "core.sleepInterval"
+        raise CliError(
+            f"{origin}: below the minimum of {MIN_SLEEP_INTERVAL_S:g}s (0 turns periodic passes off)"
+        )
 
     host = host_root(args.host_root)
 
@@ -118,8 +148,8 @@ def run(args: argparse.Namespace) -> int:
         token_file = Path(args.token_file)
     elif os.path.exists(DEFAULT_TOKEN_FILE):
         token_file = Path(DEFAULT_TOKEN_FILE)
-    if args.ca_file and not os.path.isfile(args.ca_file):
-        raise CliError(f"--ca-file {args.ca_file}: no such file")
+    if args.ca_file:
+        _check_ca_file(args.ca_file)
     ca_file = args.ca_file
     if ca_file is None and master.startswith("https:") and os.path.isfile(DEFAULT_CA_FILE):
         ca_file = DEFAULT_CA_FILE

@@ -30,8 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from nfd.devices.kinds import DeviceKind, KindRegistry, default_kinds
 from nfd.devices.model import ConfigError
 from nfd.policy import qualified_name_error
@@ -139,17 +137,11 @@ def extended_resource_error(name: str) -> str | None:
 
 
 def load_config(path: str | Path, kinds: KindRegistry | None = None) -> PluginConfig:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"cannot read config {path}: {e.strerror or e}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"config {path} is not valid YAML{where}") from None
-    return parse_config(data, kinds)
+    """Raises ConfigError, one line that names the file once (and the key)."""
+    from nfd.config import load_config_file
+
+    config, _ = load_config_file(path, lambda data, _w: parse_config(data, kinds), error=ConfigError)
+    return config
 
 
 def parse_config(data: Any, kinds: KindRegistry | None = None) -> PluginConfig:

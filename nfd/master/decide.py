@@ -1,40 +1,23 @@
-"""Features -> what the master publishes for a node. Pure: the built-in labels come from
-the same label functions ``nfd discover`` uses, rule outputs from the rules engine, and
-everything passes through the same namespace policy (nfd.policy.publish)."""
+"""Features -> what the master publishes for a node: the built-in labels from the same
+label functions ``nfd discover`` uses, rule outputs from the rules engine, and the one
+``nfd.decision.decide`` over both. The decider also records which feature groups its
+decisions read, so that the service can share decisions between nodes."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from nfd.config import WorkerConfig
+from nfd.decision import Decision, decide
 from nfd.features import Features
 from nfd.labels import source_labels
-from nfd.policy import Policy, publish
-from nfd.rules import RuleError, RuleOutput, RuleSet, Taint, evaluate
+from nfd.policy import Policy
+from nfd.rules import RuleError, RuleOutput, RuleSet, evaluate
 from nfd.sources import FeatureSource
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What one node should carry. Rejected items never reach the API server."""
-
-    labels: dict[str, str] = field(default_factory=dict)
-    annotations: dict[str, str] = field(default_factory=dict)
-    extended_resources: dict[str, str] = field(default_factory=dict)
-    taints: tuple[Taint, ...] = ()
-    # kind ("labels", "annotations", "extendedResources", "taints") -> name -> reason
-    rejected: dict[str, dict[str, str]] = field(default_factory=dict)
-    rule_errors: tuple[str, ...] = ()
-
-
-def taint_str(t: Taint) -> str:
-    """Upstream's rendering (``key=value:effect``), also used in the tracking annotation."""
-    return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
 
 
 ALL = "\x00all"  # stands for a read of every group (iteration, len, comparison)
@@ -151,36 +134,11 @@ class Decider:
 
     def _decide(self, features: Features, device_plugin_resources: Iterable[str]) -> Decision:
         raw, source_errors = source_labels(self.sources, features, self.config)
-        out = self._rule_output(features)
-        raw.update(out.labels)  # rules come after the built-in labels, as upstream
-        pub = publish(
+        return decide(
             labels=raw,
-            annotations=out.annotations,
-            extended_resources=out.extended_resources,
-            taints=[(t.key, t.value, t.effect) for t in out.taints],
             features=features,
-            matched=out.matched,
+            rules=self._rule_output(features) if self.rulesets else None,
             policy=self.policy,
-        )
-        rejected = {k: dict(v) for k, v in pub.rejected.items()}
-        if out.taints and not self.policy.enable_taints:
-            rejected.setdefault("taints", {}).update(
-                {taint_str(t): "taints are disabled (enable with --enable-taints)" for t in out.taints}
-            )
-        served = set(device_plugin_resources)
-        ers = dict(pub.extended_resources)
-        for name in sorted(served & ers.keys()):
-            del ers[name]
-            rejected.setdefault("extendedResources", {})[name] = (
-                "served by a device plugin or DRA on this node; left to kubelet"
-            )
-        errors = [f"source {n}: {e}" for n, e in sorted(source_errors.items())]
-        errors += [str(e) for e in out.errors]
-        return Decision(
-            labels=pub.labels,
-            annotations=pub.annotations,
-            extended_resources=ers,
-            taints=tuple(Taint(k, v, e) for k, v, e in pub.taints),
-            rejected={k: v for k, v in rejected.items() if v},
-            rule_errors=tuple(errors),
+            device_plugin_resources=device_plugin_resources,
+            errors=[f"source {n}: {e}" for n, e in sorted(source_errors.items())],
         )

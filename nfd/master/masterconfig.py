@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nfd.config import ConfigError, WorkerConfig, from_mapping, parse_duration
+from nfd.config import ConfigError, WorkerConfig, from_mapping, load_config_file, parse_duration
 from nfd.master.settings import MasterSettings
 
 _LIST_KEYS = {"extraLabelNs": "extra_label_ns", "denyLabelNs": "deny_label_ns"}
@@ -15,27 +15,21 @@ _LIST_KEYS = {"extraLabelNs": "extra_label_ns", "denyLabelNs": "deny_label_ns"}
 
 def load_master_config(path: str | Path, settings: MasterSettings) -> list[str]:
     """Read the file into ``settings`` (in place); returns warnings for unknown keys.
-    Raises ConfigError naming the key for anything unusable."""
-    import yaml
+    Raises ConfigError, one line naming the file once and the key, for anything
+    unusable."""
+    _, warnings = load_config_file(path, lambda data, w: _apply(data, settings, w))
+    return warnings
 
-    p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"config file {p} does not exist") from None
-    except OSError as e:
-        raise ConfigError(f"config file {p}: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"config file {p}: not valid YAML ({e})") from None
+
+def _apply(data: Any, settings: MasterSettings, warnings: list[str]) -> None:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"config file {p}: expected a mapping")
-    warnings: list[str] = []
+        raise ConfigError("expected a mapping")
     labeling: dict[str, Any] = {k: data[k] for k in ("core", "sources") if k in data}
-    settings.labeling = from_mapping(WorkerConfig, labeling, warnings=warnings, where=str(p))
+    settings.labeling = from_mapping(WorkerConfig, labeling, warnings=warnings)
     for key, value in data.items():
-        where = f"{p}.{key}"
+        where = str(key)
         if key in ("core", "sources"):
             continue
         if key in _LIST_KEYS:
@@ -57,8 +51,7 @@ def load_master_config(path: str | Path, settings: MasterSettings) -> list[str]:
         elif key == "klog":
             continue  # upstream's logging options; nothing to set here
         else:
-            warnings.append(f"{p}: unknown key {key!r} ignored")
-    return warnings
+            warnings.append(f"unknown key {key!r} ignored")
 
 
 def _str(v: Any, where: str) -> str:

@@ -7,7 +7,7 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nfd.master.decide import Decision, taint_str
+from nfd.decision import Decision, Taint
 from nfd.master.state import Observed
 from nfd.policy import FEATURE_NS, NFD_NS, parse_quantity
 
@@ -56,7 +56,7 @@ def _tracking(decision: Decision) -> tuple[str, str, str]:
         cached = (
             tracking_value(decision.labels),
             tracking_value(decision.annotations),
-            ",".join(sorted(taint_str(t) for t in decision.taints)),
+            ",".join(sorted(str(t) for t in decision.taints)),
         )
         decision.__dict__["_tracking"] = cached  # frozen dataclass: a cache, not state
     return cached
@@ -206,8 +206,7 @@ def _keys(decision: Decision) -> set[tuple[str, str]]:
 
 
 def taint_str_dict(t: Mapping[str, Any]) -> str:
-    key, value, effect = str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", ""))
-    return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
+    return str(Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", ""))))
 
 
 def _norm(taints: list[dict[str, str]]) -> list[tuple[str, str, str]]:

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 def read_rule_files(directory: Path) -> list[Any]:
     """Every YAML document of every ``*.yaml``/``*.yml``/``*.json`` file, in name order.
     Raises ValueError naming the file for one that cannot be read or parsed."""
-    import yaml
+    from nfd.yamlfile import YamlFileError, load_all
 
     if not directory.is_dir():
         raise ValueError(f"rules directory {directory} does not exist")
@@ -31,9 +31,9 @@ def read_rule_files(directory: Path) -> list[Any]:
         if p.name.startswith(".") or p.suffix not in (".yaml", ".yml", ".json") or not p.is_file():
             continue
         try:
-            docs.extend(d for d in yaml.safe_load_all(p.read_text()) if d is not None)
-        except (OSError, yaml.YAMLError) as e:
-            raise ValueError(f"rules file {p}: {e}") from None
+            docs.extend(load_all(str(p)))
+        except YamlFileError as e:
+            raise ValueError(f"rules file {e}") from None
     return docs
 
 

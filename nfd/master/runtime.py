@@ -25,7 +25,12 @@ log = logging.getLogger(__name__)
 
 
 class SetupError(Exception):
-    """The settings cannot work (message says why): the command exits with it."""
+    """The settings cannot work (message says why): the command exits with ``code``,
+    2 for a bad setting or input file, 1 when what is missing is the environment's."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass
@@ -116,7 +121,9 @@ def build_runtime(
         api = KubeApi(client, settings.kube)
 
     if settings.auth.enabled and api is None:
-        raise SetupError("worker authentication needs the API server (no kubeconfig found); use --no-auth")
+        raise SetupError(
+            "worker authentication needs the API server (no kubeconfig found); use --no-auth", code=1
+        )
 
     service = MasterService(decider=decider, metrics=metrics)
     service.min_reeval_interval = settings.rules.min_interval_s

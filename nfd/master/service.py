@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nfd.decision import Decision
 from nfd.features import Features
-from nfd.master.decide import Decider, Decision
+from nfd.master.decide import Decider
 from nfd.master.featurestore import GroupCache, encode
 from nfd.master.metrics import Metrics
 from nfd.master.publisher import MemoryPublisher, Publisher
@@ -48,9 +49,11 @@ class MasterService:
         self.decider = decider
         self.metrics = metrics
         self.publisher: Publisher = publisher or MemoryPublisher(self.store)
-        # (relevant features, device-plugin resources) -> decision: nodes that differ
-        # only in what no label function or rule reads share one decision.
-        self._decisions: dict[tuple[str, frozenset[str]], Decision] = {}
+        # (rules generation, relevant features, device-plugin resources) -> decision:
+        # nodes that differ only in what no label function or rule reads share one
+        # decision; a decision made under older rules is never found again.
+        self._decisions: dict[tuple[int, str, frozenset[str]], Decision] = {}
+        self.rules_generation = 0
         self._groups = GroupCache()
         # Equal decisions are one object, whatever features led to them.
         self._interned: weakref.WeakValueDictionary[str, Decision] = weakref.WeakValueDictionary()
@@ -70,7 +73,8 @@ class MasterService:
         self, parts: Iterable[tuple[str, str, str]], features: Callable[[], Features], dpr: frozenset[str]
     ) -> Decision:
         parts = list(parts)
-        d = self._decisions.get((self._projection(parts), dpr))
+        generation = self.rules_generation
+        d = self._decisions.get((generation, self._projection(parts), dpr))
         if d is None:
             d = self.decider.decide(features(), dpr)
             if d.rule_errors:
@@ -79,7 +83,7 @@ class MasterService:
             if len(self._decisions) > 2 * len(self.store) + 1000:
                 self._decisions.clear()  # keys of nodes long changed: start afresh
             # Keyed by what this decision read (the decider knows it now).
-            self._decisions[(self._projection(parts), dpr)] = d
+            self._decisions[(generation, self._projection(parts), dpr)] = d
         return d
 
     def _release(self, digest: str) -> None:
@@ -148,6 +152,8 @@ class MasterService:
         """New rules: re-evaluate every node, coalescing bursts of changes and at most
         once per ``min_reeval_interval``."""
         self.decider = self.decider.with_rules(rulesets)
+        self.rules_generation += 1
+        self._decisions.clear()  # the old generation's entries can never match again
         self._reeval_pending = True
         if self._reeval_task is None or self._reeval_task.done():
             self._reeval_task = asyncio.get_running_loop().create_task(self._reeval_loop())

@@ -123,7 +123,10 @@ class RulesSettings(BaseModel):
 
 
 class MasterSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="NFD_MASTER_", env_nested_delimiter="__", extra="ignore")
+    # WorkerConfig is a record (nfd.record), not a pydantic model: taken as it is.
+    model_config = SettingsConfigDict(
+        env_prefix="NFD_MASTER_", env_nested_delimiter="__", extra="ignore", arbitrary_types_allowed=True
+    )
 
     server: ServerSettings = ServerSettings()
     auth: AuthSettings = AuthSettings()

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from nfd.master.decide import Decision
+from nfd.decision import Decision
 from nfd.master.featurestore import FeatureStore
 
 

@@ -11,10 +11,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nfd.decision import Taint
 from nfd.features import Features
 from nfd.rules.evaluate import FeatureView, RuleTrace, execute, merge_names
 from nfd.rules.expressions import EvalError
-from nfd.rules.model import Rule, RuleParseError, Taint, parse_rule
+from nfd.rules.model import Rule, RuleParseError, parse_rule
 
 
 @dataclass(frozen=True)

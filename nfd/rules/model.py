@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from nfd.decision import Taint
 from nfd.rules.template import Template
 
 OPS = frozenset(
@@ -66,13 +67,6 @@ class Term:
     def template_key(self) -> tuple[str, str]:
         dom, dot, nam = self.feature.partition(".")
         return (dom, nam) if dot else (self.feature.lower(), "")
-
-
-@dataclass(frozen=True)
-class Taint:
-    key: str
-    value: str
-    effect: str
 
 
 @dataclass(frozen=True)

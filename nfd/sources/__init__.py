@@ -71,12 +71,13 @@ class Registry:
             ) from None
 
     def select(self, spec: Sequence[str]) -> list[FeatureSource]:
-        """Upstream's ``featureSources`` syntax: names, ``all``, and ``-name`` to drop one."""
+        """Upstream's ``featureSources`` syntax: names, ``all``, and ``-name`` to drop one.
+        A list of drops only (``-cpu``) drops from all: naming none to keep means all."""
+        items = [i.strip() for i in spec if i.strip()]
+        if items and all(i.startswith("-") for i in items):
+            items.insert(0, "all")
         chosen: dict[str, FeatureSource] = {}
-        for item in spec:
-            item = item.strip()
-            if not item:
-                continue
+        for item in items:
             if item == "all":
                 chosen.update(self._sources)
             elif item.startswith("-"):

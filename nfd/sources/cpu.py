@@ -24,6 +24,7 @@ from nfd.sources.cpuid_names import UNKNOWN_VENDOR, X86Facts, decode, facts_from
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
+    from nfd.sources.cpu_pyinfo import CpuInfo
     from nfd.sources.cpuid_x86 import CpuidReader
 
 log = get_logger(__name__)
@@ -62,10 +63,15 @@ class StaticFacts(Record, frozen=True):
 class CpuSource:
     name = "cpu"
 
-    def __init__(self, *, reader: CpuidReader | None = None, arch: str | None = None) -> None:
+    def __init__(
+        self, *, reader: CpuidReader | None = None, arch: str | None = None, cpu_info: CpuInfo | None = None
+    ) -> None:
         """``reader`` answers CPUID (default: the CPU itself, on x86-64); ``arch`` overrides
-        the machine architecture (tests replaying another machine's facts)."""
+        the machine architecture (tests replaying another machine's facts); ``cpu_info``
+        describes the CPU on architectures without a reader of nfd's own (default:
+        py-cpuinfo, on the machine itself only)."""
         self._reader = reader
+        self._cpu_info = cpu_info
         self._arch = normalize_arch(arch if arch is not None else os.uname().machine)
         self._static: tuple[HostRoot, StaticFacts] | None = None
         self._native_refused = False  # CPUID could not be executed: do not retry or re-log
@@ -145,6 +151,10 @@ class CpuSource:
             else:
                 words = (fields.get("Features") or fields.get("features") or "").split()
                 flags = flags_from_cpuinfo_features(arch, words)
+        else:  # no reader of our own for this architecture: py-cpuinfo's
+            from nfd.sources.cpu_pyinfo import other_arch_flags
+
+            flags = other_arch_flags(host, self._cpu_info)
         vendor, family, model = UNKNOWN_VENDOR, 0, 0
         if arch == "arm64":
             midr_text = read_line(host.sys / "devices/system/cpu/cpu0/regs/identification/midr_el1")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from nfd import __version__
 from nfd.config import SourcesConfig
-from nfd.discover import discover
+from nfd.discovery import discover
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.sources import FeatureSource
@@ -25,6 +25,8 @@ from nfd.worker.backoff import Backoff
 from nfd.worker.client import MasterClient, MasterUnreachable, Reply
 
 if TYPE_CHECKING:  # --oneshot runs without metrics: no prometheus_client import then
+    from datetime import datetime
+
     from nfd.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,7 @@ class Worker:
         backoff: Backoff | None = None,
         device_plugin_resources: Sequence[str] | Callable[[Features], Sequence[str]] = (),
         oneshot: bool = False,
+        next_change: Callable[[Features], datetime | None] | None = None,
     ) -> None:
         self.node = node
         self.sources = list(sources)
@@ -74,6 +77,10 @@ class Worker:
             [] if callable(device_plugin_resources) else sorted(set(device_plugin_resources))
         )
         self.oneshot = oneshot  # no retries will follow: the caller reports the outcome
+        # When the features of the last pass change by themselves (a features.d line's
+        # expiry time): the scheduler runs a pass then, whatever the interval.
+        self._next_change = next_change
+        self.changes_at: datetime | None = None
         # (digest, resources) the master last answered 200 to a full PUT for.
         self._accepted: tuple[str, tuple[str, ...]] | None = None
         self._lock = threading.Lock()  # passes never overlap, whoever calls them
@@ -95,6 +102,12 @@ class Worker:
     def discover(self) -> Features:
         t0 = time.perf_counter()
         result = discover(self.sources, self.host, self.config)
+        if self._next_change is not None:
+            try:
+                self.changes_at = self._next_change(result.features)
+            except Exception as e:  # a broken hook must not cost the pass
+                log.warning("cannot tell when the features change next: %s: %s", type(e).__name__, e)
+                self.changes_at = None
         if self.metrics is not None:
             self.metrics.discovery_took(time.perf_counter() - t0)
             for name in result.errors:

@@ -1,10 +1,13 @@
-"""When passes run: at start, every interval, soon after a change, and after a backoff.
+"""When passes run: at start, every interval, soon after a change, after a backoff, and
+when the features change by themselves.
 
-One APScheduler 3 interval job does it all. ``max_instances=1`` keeps passes from
+One APScheduler 3 interval job runs the passes. ``max_instances=1`` keeps passes from
 overlapping; ``coalesce`` folds missed runs into one. A trigger (features.d change,
 hot-plug) or a retry moves the job's next run time; a trigger that arrives during a
 pass is remembered and runs another pass right after, because that pass may have read
-the host before the change.
+the host before the change. A date job stands for the time the last pass's features
+change on their own (a features.d line's ``expiry-time``, ``Worker.changes_at``): it
+triggers a pass then, so an expired line is gone on time, not an interval later.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from nfd.worker.loop import Outcome, Worker
 log = logging.getLogger(__name__)
 
 JOB_ID = "nfd-worker-pass"
+CHANGE_JOB_ID = "nfd-worker-features-change"
 # sleepInterval 0 means "no periodic passes" (upstream); the job then waits this long.
 NO_INTERVAL = timedelta(days=365)
 
@@ -96,11 +100,30 @@ class PassScheduler:
             with self._lock:
                 self._running = False
                 again = self._wanted
+        self._wake_for_change(self.worker.changes_at)
         if again:
             log.info("pass triggered during the last one: %s", again)
             self._run_at(_now())
         elif outcome is not None and outcome.retry_in is not None:
             self._run_at(_now() + timedelta(seconds=outcome.retry_in))
+
+    def _wake_for_change(self, when: datetime | None) -> None:
+        """One date job at ``when`` (replacing the last one), or none."""
+        if not self._started:
+            return
+        if when is None:
+            if self._sched.get_job(CHANGE_JOB_ID) is not None:
+                self._sched.remove_job(CHANGE_JOB_ID)
+            return
+        self._sched.add_job(
+            self.trigger,
+            "date",
+            run_date=max(when, _now()),
+            args=["features change (features.d expiry time)"],
+            id=CHANGE_JOB_ID,
+            name="features change",
+            replace_existing=True,
+        )
 
 
 def _now() -> datetime:

@@ -57,7 +57,7 @@ sources:
     assert cfg.sources.cpu.cpuid.attribute_blacklist == DEFAULT_CPUID_BLACKLIST
     assert cfg.sources.kernel.kconfig_file == "/boot/custom"
     assert cfg.sources.pci.device_label_fields == ("vendor",)
-    assert warnings == [f"{tmp_path / 'nfd-worker.conf'}.core: unknown key 'klog' ignored"]
+    assert warnings == [f"config file {tmp_path / 'nfd-worker.conf'}: core: unknown key 'klog' ignored"]
 
 
 def test_intel_published_worker_config(tmp_path: Path) -> None:
@@ -76,7 +76,7 @@ def test_intel_published_worker_config(tmp_path: Path) -> None:
             "sources.pci.deviceClassWhitelist: expected a list",
         ),
         ("core:\n  sleepInterval: soon\n", "sleepInterval: 'soon' is not a duration"),
-        ("core: {\n", "not valid YAML (line"),
+        ("core: {\n", "not valid YAML: line"),
     ],
 )
 def test_bad_values_name_the_key(tmp_path: Path, text: str, message: str) -> None:
@@ -85,7 +85,7 @@ def test_bad_values_name_the_key(tmp_path: Path, text: str, message: str) -> Non
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="does not exist"):
+    with pytest.raises(ConfigError, match="no such file"):
         load_worker_config(tmp_path / "nope.conf")
 
 

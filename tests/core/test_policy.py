@@ -2,12 +2,13 @@ from decimal import Decimal
 
 import pytest
 
+from nfd.decision import decide
+from nfd.features import Features
 from nfd.policy import (
     Policy,
     check_extended_resource,
     check_label,
     check_taint,
-    filter_labels,
     parse_quantity,
     qualify,
 )
@@ -47,9 +48,10 @@ def test_extra_and_deny() -> None:
 
 def test_whitelist_is_a_search_on_the_name_part() -> None:
     p = Policy.build(label_whitelist="cpuid")
-    accepted, rejected = filter_labels({"cpu-cpuid.AVX": "true", "kernel-version.major": "6"}, p)
-    assert accepted == {"feature.node.kubernetes.io/cpu-cpuid.AVX": "true"}
-    assert "does not match the label whitelist" in rejected["feature.node.kubernetes.io/kernel-version.major"]
+    d = decide(labels={"cpu-cpuid.AVX": "true", "kernel-version.major": "6"}, features=Features(), policy=p)
+    assert d.labels == {"feature.node.kubernetes.io/cpu-cpuid.AVX": "true"}
+    reason = d.rejected["labels"]["feature.node.kubernetes.io/kernel-version.major"]
+    assert "does not match the label whitelist" in reason
 
 
 @pytest.mark.parametrize(

@@ -1,18 +1,17 @@
-"""nfd.record: value classes that behave as the dataclasses they replace."""
+"""nfd.record: value classes for the start-up path, declared and behaving as dataclasses."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Any
 
 import pytest
 
-from nfd.config import CoreConfig, KernelConfig, SourcesConfig, WorkerConfig, from_mapping
+from nfd.config import ConfigError, CoreConfig, KernelConfig, SourcesConfig, from_mapping
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.policy import Policy
-from nfd.record import Record, field, replace
+from nfd.record import FrozenInstanceError, Record, field, field_metadata, record_fields, replace
 
 
 class Point(Record, frozen=True):
@@ -43,7 +42,7 @@ def test_init_eq_hash_repr_as_a_dataclass() -> None:
 
 def test_frozen_and_mutable() -> None:
     p = Point(1)
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenInstanceError):
         p.x = 2  # type: ignore[misc]
     a, b = Bag(), Bag()
     a.items.append(1)
@@ -55,16 +54,13 @@ def test_frozen_and_mutable() -> None:
         hash(a)
 
 
-def test_dataclasses_functions_work_on_records() -> None:
+def test_replace_and_fields() -> None:
     cfg = SourcesConfig()
-    assert dataclasses.is_dataclass(cfg)
-    assert [f.name for f in dataclasses.fields(KernelConfig)] == ["kconfig_file", "config_opts"]
-    changed = dataclasses.replace(cfg, kernel=dataclasses.replace(cfg.kernel, kconfig_file="/k"))
+    changed = replace(cfg, kernel=replace(cfg.kernel, kconfig_file="/k"))
     assert type(changed) is SourcesConfig and changed.kernel.kconfig_file == "/k"
     assert changed.pci == cfg.pci and cfg.kernel.kconfig_file == ""
-    assert dataclasses.asdict(WorkerConfig())["core"]["feature_sources"] == ("all",)
-    key = next(f for f in dataclasses.fields(CoreConfig) if f.name == "label_whitelist")
-    assert key.metadata["key"] == "labelWhiteList"
+    assert record_fields(KernelConfig) == ("kconfig_file", "config_opts")
+    assert field_metadata(CoreConfig, "label_whitelist")["key"] == "labelWhiteList"
     assert replace(Point(1), y=5) == Point(1, 5)
 
 
@@ -81,24 +77,25 @@ def test_shared_classes_keep_their_dataclass_behaviour() -> None:
     assert f == Features(flags={"cpu.cpuid": {"AVX"}}) and f != Features()
 
 
-@dataclasses.dataclass(frozen=True)
-class _PlainGroup:
+class _Group(Record, frozen=True):
     names: tuple[str, ...] = ()
-    raw: Any = None
+    count: int = 1
 
 
 class _Top(Record, frozen=True):
-    plain: _PlainGroup = field(default_factory=_PlainGroup)
-    raw: Any = None
+    group: _Group = field(default_factory=_Group)
+    raw: tuple[Any, ...] = field(default=(), metadata={"raw": True})
 
 
-def test_config_loader_takes_records_and_plain_dataclass_groups() -> None:
+def test_config_loader_converts_by_the_defaults() -> None:
     warnings: list[str] = []
     top = from_mapping(
-        _Top, {"plain": {"names": ["a"], "raw": {"x": 1}, "bogus": 1}, "raw": [1]}, warnings=warnings
+        _Top, {"group": {"names": ["a", 1], "count": 3, "bogus": 1}, "raw": [{"x": 1}]}, warnings=warnings
     )
-    assert top == _Top(plain=_PlainGroup(names=("a",), raw={"x": 1}), raw=[1])
-    assert warnings == ["plain: unknown key 'bogus' ignored"]
+    assert top == _Top(group=_Group(names=("a", "1"), count=3), raw=({"x": 1},))
+    assert warnings == ["group: unknown key 'bogus' ignored"]
+    with pytest.raises(ConfigError, match=r"group\.count: expected a whole number"):
+        from_mapping(_Top, {"group": {"count": "many"}}, warnings=[])
 
 
 class _Checked(Record, frozen=True):
@@ -114,7 +111,7 @@ def test_post_init_runs_after_the_fields_are_set() -> None:
     with pytest.raises(ValueError, match="mode 'mixed'"):
         _Checked(mode="mixed")
     with pytest.raises(ValueError):
-        dataclasses.replace(_Checked(), mode="other")
+        replace(_Checked(), mode="other")
 
 
 def test_dataclass_fields_of_a_parent_do_not_leak_into_subclasses() -> None:
@@ -124,7 +121,7 @@ def test_dataclass_fields_of_a_parent_do_not_leak_into_subclasses() -> None:
     class Child(Base):
         b: int = 1
 
-    assert dataclasses.fields(Record) == ()
-    assert [f.name for f in dataclasses.fields(Base)] == ["a"]
-    assert [f.name for f in dataclasses.fields(Child)] == ["a", "b"]
+    assert record_fields(Record) == ()
+    assert record_fields(Base) == ("a",)
+    assert record_fields(Child) == ("a", "b")
     assert Child(2, 3) == Child(a=2, b=3) and repr(Child()).endswith(".Child(a=0, b=1)")

@@ -1,7 +1,7 @@
 import pytest
 
 from nfd.config import SourcesConfig, WorkerConfig
-from nfd.discover import discover
+from nfd.discovery import discover
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
 from nfd.labels import node_labels
@@ -51,4 +51,4 @@ def test_a_failing_source_keeps_the_others() -> None:
         "feature.node.kubernetes.io/a-thing.x": "1",
         "feature.node.kubernetes.io/d-thing.x": "1",
     }
-    assert "nope" in labels.errors["c"]
+    assert [e for e in labels.rule_errors if e.startswith("source c:") and "nope" in e]

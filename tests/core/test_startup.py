@@ -64,6 +64,20 @@ def test_discover_imports_nothing_heavy() -> None:
     assert "nfd.master" not in modules and "nfd.commands.worker" not in modules
 
 
+def _over_budget(modules: set[str]) -> list[str]:
+    from nfd.discovery import budget
+
+    return sorted(m for m in modules if m not in budget.STDLIB | budget.NFD and not m.startswith(budget.NFD_PACKAGES))
+
+
+def test_discover_keeps_to_its_import_budget() -> None:
+    _, modules = _discover_in_fresh_interpreter()
+    assert _over_budget(modules) == []
+    # The budget is a real one: what the path used to load by way of dataclasses,
+    # logging and argparse would not fit.
+    assert _over_budget({"dataclasses", "logging", "argparse", "re", "typing"}) != []
+
+
 def test_each_architecture_loads_only_its_own_cpu_reader() -> None:
     _, modules = _discover_in_fresh_interpreter("--sources", "cpu")
     if platform.machine().lower() in ("x86_64", "amd64"):
@@ -113,26 +127,31 @@ def _run_code(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
 
-def test_lazy_logger_applies_the_cli_configuration_when_logging_loads() -> None:
+def test_a_deferred_configuration_applies_with_the_first_record_that_passes() -> None:
     p = _run_code(
-        "import sys\n"
+        "import os, sys\n"
+        "finders = list(sys.meta_path)\n"
         "from nfd.lazylog import configure, get_logger\n"
-        "configure('info', 'text')\n"
+        "configure('info', 'text', now=False)\n"
+        "assert sys.meta_path == finders  # no import hook\n"
         "log = get_logger('nfd.x')\n"
         "log.debug('below the level')\n"
         "print('logging' in sys.modules)\n"
         "log.info('hello %s', 'there')\n"
         "print('logging' in sys.modules)\n"
+        "get_logger('nfd.y').warning('once configured, %s', 'plain logging')\n"
     )
     assert p.stdout.split() == ["False", "True"]
-    assert p.stderr.count("\n") == 1
-    assert p.stderr.rstrip().endswith(" INFO nfd.x: hello there")
+    lines = p.stderr.splitlines()
+    assert len(lines) == 2
+    assert lines[0].endswith(" INFO nfd.x: hello there")
+    assert lines[1].endswith(" WARNING nfd.y: once configured, plain logging")
 
 
-def test_configuration_applies_to_libraries_that_import_logging_themselves() -> None:
+def test_the_long_running_commands_configure_logging_at_once() -> None:
     p = _run_code(
         "from nfd.lazylog import configure\n"
-        "configure('warning', 'json')\n"
+        "configure('warning', 'json', now=True)\n"
         "import logging\n"
         "logging.getLogger('lib').info('dropped')\n"
         "logging.getLogger('lib').warning('kept')\n"

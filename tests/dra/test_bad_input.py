@@ -37,7 +37,7 @@ def one_line_error(p: subprocess.CompletedProcess[str]) -> str:
     [
         (
             {"dra": {"driverName": "Not_A.Domain"}, "resources": []},
-            "config {cfg}: dra.driverName: invalid driver name: 'Not_A.Domain' is not a DNS subdomain",
+            "config file {cfg}: dra.driverName: invalid driver name: 'Not_A.Domain' is not a DNS subdomain",
         ),
         (
             {"dra": {"driverName": "a" * 64 + ".com"}, "resources": []},
@@ -250,8 +250,8 @@ def test_a_device_selected_for_both_ways_is_refused_by_both_commands(fx: Fixture
         " (example.com/fpga, devicePlugin) serves too; a device is served one way only"
     )
     assert (
-        one_line_error(nfd("dra", *common, "--node-name", NODE)) == f"nfd dra: error: config {cfg}: {expect}"
+        one_line_error(nfd("dra", *common, "--node-name", NODE)) == f"nfd dra: error: config file {cfg}: {expect}"
     )
     assert (
-        one_line_error(nfd("device-plugin", *common)) == f"nfd device-plugin: error: config {cfg}: {expect}"
+        one_line_error(nfd("device-plugin", *common)) == f"nfd device-plugin: error: config file {cfg}: {expect}"
     )

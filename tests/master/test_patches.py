@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nfd.master.decide import Decision
+from nfd.decision import Decision, Taint
 from nfd.master.patches import ER_ANN, LABELS_ANN, TAINTS_ANN, escape, node_patch, observe, status_patch
-from nfd.rules import Taint
 
 from .helpers import apply_json_patch
 

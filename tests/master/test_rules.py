@@ -101,3 +101,40 @@ def test_builtin_labels_are_what_discover_computes(fixtures):
     with serve(create_app(runtime=rt)) as url, httpx.Client(base_url=url) as c:
         got = c.put("/api/v1/nodes/base/features", json={"features": raw}).json()
     assert got["labels"] == expected
+
+
+def test_a_node_submitted_right_after_a_rule_change_gets_the_new_rules() -> None:
+    """Decisions are cached per rules generation: a node whose features equal an earlier
+    node's must not get the decision made under the old rules, even before the
+    re-evaluation of every node has run."""
+    import asyncio
+
+    import yaml
+
+    from nfd.config import WorkerConfig
+    from nfd.master.decide import Decider
+    from nfd.master.metrics import Metrics
+    from nfd.master.service import MasterService
+    from nfd.policy import Policy
+
+    from .helpers import FixtureSource
+
+    sets, errors = load_rulesets([yaml.safe_load(RULES)])
+    assert not errors
+
+    async def scenario() -> tuple[dict[str, str], dict[str, str]]:
+        decider = Decider(sources=[FixtureSource()], config=WorkerConfig(), policy=Policy())
+        service = MasterService(decider=decider, metrics=Metrics())
+        service.min_reeval_interval = 3600.0
+        service._last_reeval = time.monotonic()  # the next re-evaluation is an hour away
+        feats = features_with({"gpu": "1"})
+        before = service.submit("a1", features=feats).record.decision.labels
+        service.set_rules(sets)
+        # Another node first, so that the new rules have read what the old ones read.
+        service.submit("b1", features=features_with({"cpu": "1"}))
+        after = service.submit("a2", features=feats).record.decision.labels
+        return before, after
+
+    before, after = asyncio.run(scenario())
+    assert f"{FNS}/gpu-ready" not in before
+    assert after[f"{FNS}/gpu-ready"] == "true"

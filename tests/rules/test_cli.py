@@ -55,8 +55,9 @@ def test_json_output_has_exactly_the_documented_shape(tmp_path: Path) -> None:
         "extendedResources": {"sgx.intel.com/epc": "68719476736"},
         "taints": [],
         "vars": {},
+        "rejected": {},
     }
-    assert list(doc) == ["labels", "annotations", "extendedResources", "taints", "vars"]
+    assert list(doc) == ["labels", "annotations", "extendedResources", "taints", "vars", "rejected"]
 
 
 def test_discover_json_is_accepted_and_taints_need_the_flag(tmp_path: Path) -> None:
@@ -84,8 +85,14 @@ spec:
             major: {op: Ge, value: ["6"]}
 """
     )
-    off = json.loads(nfd("--rules", str(rules), "--features", str(p), "-o", "json").stdout)
+    r = nfd("--rules", str(rules), "--features", str(p), "-o", "json")
+    off = json.loads(r.stdout)
     assert off["taints"] == []
+    disabled = "taints are disabled (enable with --enable-taints)"
+    assert off["rejected"] == {
+        "taints": {"feature.node.kubernetes.io/special=true:NoSchedule": disabled, "kubernetes.io/denied:NoSchedule": disabled}
+    }
+    assert f"taint kubernetes.io/denied:NoSchedule left out: {disabled}" in r.stderr
     assert off["labels"] == {"feature.node.kubernetes.io/k": "6"}
     assert off["annotations"] == {"feature.node.kubernetes.io/note": "hello"}
     assert off["vars"] == {"kernel.ok": "yes"}
@@ -95,9 +102,57 @@ spec:
         {"key": "feature.node.kubernetes.io/special", "value": "true", "effect": "NoSchedule"}
     ]
     assert (
-        "taint kubernetes.io/denied=:NoSchedule left out: namespace 'kubernetes.io' is not allowed"
+        "taint kubernetes.io/denied:NoSchedule left out: namespace 'kubernetes.io' is not allowed"
         in r.stderr
     )
+
+
+TAINTED = """
+apiVersion: nfd.k8s-sigs.io/v1alpha1
+kind: NodeFeatureRule
+metadata: {name: t}
+spec:
+  rules:
+    - name: taints
+      labels: {tainted: "yes"}
+      taints:
+        - {key: feature.node.kubernetes.io/special, value: "true", effect: NoSchedule}
+        - {key: feature.node.kubernetes.io/novalue, effect: NoExecute}
+        - {key: kubernetes.io/denied, effect: NoSchedule}
+"""
+
+
+@pytest.mark.parametrize("enable_taints", [False, True])
+def test_what_rules_test_reports_is_what_the_master_decides(tmp_path: Path, enable_taints: bool) -> None:
+    import yaml
+
+    from nfd.config import WorkerConfig
+    from nfd.features import Features
+    from nfd.master.decide import Decider
+    from nfd.policy import Policy
+    from nfd.rules import load_rulesets
+
+    rules = tmp_path / "r.yaml"
+    rules.write_text(TAINTED)
+    flags = ["--enable-taints"] if enable_taints else []
+    r = nfd("--rules", str(rules), "--features", str(BASELINE), "-o", "json", *flags)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+
+    sets, _ = load_rulesets([yaml.safe_load(TAINTED)])
+    decider = Decider(
+        sources=[], config=WorkerConfig(), policy=Policy.build(enable_taints=enable_taints), rulesets=sets
+    )
+    master = decider.decide(Features.from_dict(json.loads(BASELINE.read_text())))
+    assert got["rejected"] == master.rejected and got["rejected"]["taints"]
+    assert got["labels"] == master.labels
+    assert got["taints"] == [{"key": t.key, "value": t.value, "effect": t.effect} for t in master.taints]
+    for name, reason in master.rejected["taints"].items():
+        assert f"taint {name} left out: {reason}" in r.stderr
+    if enable_taints:
+        text = nfd("--rules", str(rules), "--features", str(BASELINE), *flags).stdout
+        assert "  feature.node.kubernetes.io/novalue:NoExecute\n" in text
+        assert "  feature.node.kubernetes.io/special=true:NoSchedule\n" in text
 
 
 def test_policy_flags(tmp_path: Path) -> None:
@@ -236,7 +291,7 @@ def test_local_discovery_on_a_fixture_host(tmp_path: Path) -> None:
         "json",
     )
     assert r.returncode == 0, r.stderr
-    assert set(json.loads(r.stdout)) == {"labels", "annotations", "extendedResources", "taints", "vars"}
+    assert set(json.loads(r.stdout)) == {"labels", "annotations", "extendedResources", "taints", "vars", "rejected"}
 
 
 def _write(p: Path, text: str) -> Path:
@@ -289,3 +344,85 @@ def test_text_output_when_nothing_matches(tmp_path: Path) -> None:
     )
     assert r.returncode == 0
     assert r.stdout == "nothing: no rule set anything for this node\n"
+
+
+BROKEN = """
+apiVersion: nfd.k8s-sigs.io/v1alpha1
+kind: NodeFeatureRule
+metadata: {name: broken}
+spec:
+  rules:
+    - name: bad op
+      labels: {a: "1"}
+      matchFeatures:
+        - feature: kernel.version
+          matchExpressions: {major: {op: Frob, value: ["6"]}}
+    - name: bad template
+      labelsTemplate: "{{ .x "
+      matchFeatures:
+        - feature: kernel.version
+          matchExpressions: {major: {op: Exists}}
+    - name: five
+      labels: 5
+    - labels: {anonymous: "1"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+"""
+
+GOOD = """
+apiVersion: nfd.k8s-sigs.io/v1alpha1
+kind: NodeFeatureRule
+metadata: {name: good}
+spec:
+  rules:
+    - name: ok
+      labels: {ok: "1"}
+"""
+
+
+def test_strict_lists_every_problem_with_file_and_rule_and_fails(tmp_path: Path) -> None:
+    broken, good = tmp_path / "broken.yaml", tmp_path / "good.yaml"
+    broken.write_text(BROKEN)
+    good.write_text(GOOD)
+    args = ["--rules", str(good), "--rules", str(broken), "--features", str(BASELINE)]
+    lenient = nfd(*args)
+    assert lenient.returncode == 0
+    strict = nfd(*args, "--strict")
+    assert strict.returncode == 1
+    assert "feature.node.kubernetes.io/ok=1" in strict.stdout  # the output is still there
+    errors = [line for line in strict.stderr.splitlines() if ": error: " in line]
+    expected = [
+        "rule broken/bad op: invalid Op 'Frob'",
+        "rule broken/bad template: failed to parse template",
+        "rule broken/five: spec.rules[2].labels: expected a mapping of strings",
+        "rule broken/spec.rules[3]: name is required",
+        "document 2: kind 'Pod'",
+    ]
+    for needle in expected:
+        assert [e for e in errors if f"{broken}: {needle}" in e], (needle, strict.stderr)
+    assert len(errors) == len(expected)
+    assert not any(str(good) in e for e in errors)
+    assert lenient.stderr.count(": warning: ") == len(expected)
+    assert nfd("--rules", str(good), "--features", str(BASELINE), "--strict").returncode == 0
+
+
+def test_a_rule_file_over_the_size_bound_is_refused_by_name(tmp_path: Path) -> None:
+    from nfd.yamlfile import RULES_LIMIT
+
+    big = tmp_path / "huge.yaml"
+    with big.open("wb") as f:
+        f.truncate(RULES_LIMIT + 1)
+    r = nfd("--rules", str(big), "--features", str(BASELINE))
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"nfd rules: error: --rules {big}: {RULES_LIMIT + 1} bytes, more than the limit of 8 MiB"
+
+
+def test_yaml_is_parsed_with_libyaml_where_pyyaml_has_it() -> None:
+    import yaml
+
+    from nfd.yamlfile import loader
+
+    assert loader() is getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    assert hasattr(yaml, "CSafeLoader")  # the wheel this project installs carries libyaml

@@ -1,14 +1,24 @@
-"""The master's policy applied to rule output: prefixing, dynamic values, namespaces per
-kind, quantities, taint gating."""
+"""The master's policy applied to rule output through ``nfd.decision.decide``: prefixing,
+dynamic values, namespaces per kind, quantities, taint gating."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from types import SimpleNamespace
 
 import pytest
 
+from nfd.decision import Decision, Taint, decide
 from nfd.features import Features
-from nfd.policy import Policy, check_annotation, check_extended_resource, check_label, check_taint, publish
+from nfd.policy import (
+    DEFAULT_POLICY,
+    Policy,
+    check_annotation,
+    check_extended_resource,
+    check_label,
+    check_taint,
+)
+from nfd.rules import RuleOutput
 
 NS = "feature.node.kubernetes.io/"
 
@@ -20,6 +30,26 @@ def feats() -> Features:
     f.set_attributes("kernel.config", {"LSM": "lockdown,yama"})
     f.set_flags("cpu.cpuid", ["AVX"])
     return f
+
+
+def publish(
+    *,
+    labels: Mapping[str, str],
+    features: Features,
+    annotations: Mapping[str, str] = {},
+    extended_resources: Mapping[str, str] = {},
+    taints: Iterable[tuple[str, str, str]] = (),
+    matched: dict[str, str] | None = None,
+    policy: Policy = DEFAULT_POLICY,
+) -> Decision:
+    """Rule output with just these items, decided."""
+    out = RuleOutput(
+        annotations=dict(annotations),
+        extended_resources=dict(extended_resources),
+        taints=[Taint(*t) for t in taints],
+        matched=matched or {},
+    )
+    return decide(labels=labels, rules=out, features=features, policy=policy)
 
 
 def test_unprefixed_names_are_prefixed_and_prefixed_spelling_wins() -> None:
@@ -139,14 +169,24 @@ def test_taints_need_enable_taints_and_are_checked() -> None:
         (NS + "ok", "true", "NoSchedule"),  # duplicate
     ]
     off = publish(labels={}, taints=taints, features=feats())
-    assert off.taints == [] and off.rejected["taints"] == {}
+    assert off.taints == ()
+    assert off.rejected["taints"] == dict.fromkeys(
+        [f"{NS}ok=true:NoSchedule", f"{NS}noval:NoExecute", "unprefixed:NoSchedule", "kubernetes.io/x:NoSchedule",
+         f"{NS}noeffect:", f"{NS}badeffect:Sometimes"],
+        "taints are disabled (enable with --enable-taints)",
+    )  # fmt: skip
     on = publish(labels={}, taints=taints, features=feats(), policy=Policy.build(enable_taints=True))
-    assert on.taints == [(NS + "ok", "true", "NoSchedule"), (NS + "noval", "", "NoExecute")]
+    assert on.taints == (Taint(NS + "ok", "true", "NoSchedule"), Taint(NS + "noval", "", "NoExecute"))
     r = on.rejected["taints"]
-    assert r["unprefixed=:NoSchedule"] == "unprefixed keys are not allowed"
-    assert "not allowed" in r["kubernetes.io/x=:NoSchedule"]
-    assert r[NS + "noeffect=:"] == "empty taint effect"
-    assert "invalid taint effect" in r[NS + "badeffect=:Sometimes"]
+    assert r["unprefixed:NoSchedule"] == "unprefixed keys are not allowed"
+    assert "not allowed" in r["kubernetes.io/x:NoSchedule"]
+    assert r[NS + "noeffect:"] == "empty taint effect"
+    assert "invalid taint effect" in r[NS + "badeffect:Sometimes"]
+
+
+def test_a_taint_prints_as_kubectl_prints_it() -> None:
+    assert str(Taint("vendor.io/a", "yes", "NoSchedule")) == "vendor.io/a=yes:NoSchedule"
+    assert str(Taint("vendor.io/a", "", "NoExecute")) == "vendor.io/a:NoExecute"
 
 
 def test_whitelist_and_label_values() -> None:
@@ -166,13 +206,12 @@ def test_annotation_value_limit() -> None:
 
 
 def test_publish_rule_output(h: SimpleNamespace) -> None:
-    from nfd.policy import publish_rule_output
     from nfd.rules import evaluate
 
     rs = h.one_rule({"labels": {"v": "@rule.matched.w"}, "vars": {"w": "from-var"}})
     rs2 = h.one_rule({"labels": {"w2": "@rule.matched.w"}}, name="second")
     out = evaluate([*rs, *rs2], h.base())
-    pub = publish_rule_output(out, h.base())
+    pub = decide(labels={}, rules=out, features=h.base())
     # The first rule's own vars are not visible to its own dynamic label at rule time,
     # but the master resolves dynamic values after all rules ran.
     assert pub.labels == {NS + "v": "from-var", NS + "w2": "from-var"}

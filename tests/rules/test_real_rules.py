@@ -9,8 +9,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from nfd.decision import Taint, decide
 from nfd.features import Features
-from nfd.policy import Policy, publish_rule_output
+from nfd.policy import Policy
 from nfd.rules import evaluate, load_rulesets
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "rules"
@@ -35,7 +36,7 @@ def test_every_real_file_loads_without_error(name: str) -> None:
 
 def publish(rulesets: list, features: Features, **policy: object):  # type: ignore[no-untyped-def,type-arg]
     out = evaluate(rulesets, features)
-    return out, publish_rule_output(out, features, Policy.build(**policy))  # type: ignore[arg-type]
+    return out, decide(labels={}, rules=out, features=features, policy=Policy.build(**policy))  # type: ignore[arg-type]
 
 
 INTEL_LABELS = {
@@ -180,11 +181,11 @@ def test_upstream_e2e_rules_on_the_fake_source(h: SimpleNamespace) -> None:
         ns + "e2e-template-test-2-attr_2": "false",
         ns + "e2e-template-test-2-attr_3": "10",
     }
-    assert pub.taints == [
-        (ns + "fake-special-node", "exists", "PreferNoSchedule"),
-        (ns + "fake-dedicated-node", "true", "NoExecute"),
-        (ns + "performance-optimized-node", "true", "NoExecute"),
-    ]
+    assert pub.taints == (
+        Taint(ns + "fake-special-node", "exists", "PreferNoSchedule"),
+        Taint(ns + "fake-dedicated-node", "true", "NoExecute"),
+        Taint(ns + "performance-optimized-node", "true", "NoExecute"),
+    )
     assert pub.extended_resources == {
         ns + "nons": "123",
         "vendor.io/dynamic": "10",
@@ -207,17 +208,18 @@ def test_upstream_e2e_updated_taints_are_filtered(h: SimpleNamespace) -> None:
     rs = h.load_files("upstream/e2e-nfr-1-2-3updated-4-5.yaml")
     _, pub = publish(rs, h.fake(), enable_taints=True)
     ns = "feature.node.kubernetes.io/"
-    assert pub.taints == [
-        (ns + "fake-special-node", "exists", "PreferNoSchedule"),
-        (ns + "foo", "true", "NoExecute"),
-    ]
+    assert pub.taints == (
+        Taint(ns + "fake-special-node", "exists", "PreferNoSchedule"),
+        Taint(ns + "foo", "true", "NoExecute"),
+    )
     assert set(pub.rejected["taints"]) == {
-        "kubernetes.io/denied-1=:PreferNoSchedule",
-        "node.kubernetes.io/denied-2=:PreferNoSchedule",
-        "unprefixed-taint=:PreferNoSchedule",
+        "kubernetes.io/denied-1:PreferNoSchedule",
+        "node.kubernetes.io/denied-2:PreferNoSchedule",
+        "unprefixed-taint:PreferNoSchedule",
     }
     _, off = publish(rs, h.fake())
-    assert off.taints == [] and off.rejected["taints"] == {}
+    assert off.taints == ()
+    assert set(off.rejected["taints"].values()) == {"taints are disabled (enable with --enable-taints)"}
 
 
 def test_e2e_restricted_namespaces_rule(h: SimpleNamespace) -> None:

@@ -515,3 +515,38 @@ def test_cli_prints_cpu_labels() -> None:
     assert all(line.startswith("feature.node.kubernetes.io/cpu-") for line in lines)
     if ON_X86_64:
         assert "feature.node.kubernetes.io/cpu-cpuid.X86_64_V1=true" in lines
+
+
+# -- architectures without a reader of nfd's own: py-cpuinfo ----------------------------
+
+
+def test_an_architecture_without_a_reader_gets_py_cpuinfos_flags() -> None:
+    report = {"flags": ["rv64", "i", "m", "zba", "not a name!", 3]}
+    src = CpuSource(arch="riscv64", cpu_info=lambda: report)
+    f, labels = run(src, host("this-vm"))
+    assert set(f.flags["cpu.cpuid"]) == {"RV64", "I", "M", "ZBA"}
+    assert labels["cpuid.ZBA"] == "true"
+
+
+def test_py_cpuinfo_describes_this_machine_only() -> None:
+    import cpuinfo
+
+    from nfd.sources.cpu_pyinfo import other_arch_flags, this_machine
+
+    expected = {f.upper() for f in cpuinfo.get_cpu_info()["flags"] if f.replace("_", "").isalnum()}
+    got = set(other_arch_flags(HostRoot()))  # py-cpuinfo itself, on the machine under test
+    assert got and got <= expected | {f.upper() for f in cpuinfo.get_cpu_info()["flags"]}
+    assert len(got) >= len(expected) * 0.9
+    # A copy of another node's files is not this machine: no flags, py-cpuinfo not asked.
+    assert not this_machine(host("this-vm"))
+    assert other_arch_flags(host("this-vm")) == []
+
+
+def test_a_failing_py_cpuinfo_costs_the_flags_only(caplog: pytest.LogCaptureFixture) -> None:
+    def broken() -> dict[str, object]:
+        raise RuntimeError("lscpu not found")
+
+    with caplog.at_level(logging.WARNING):
+        f, _ = run(CpuSource(arch="riscv64", cpu_info=broken), host("this-vm"))
+    assert f.flags["cpu.cpuid"] == set() and "cpu.model" in f.attributes
+    assert "lscpu not found" in caplog.text

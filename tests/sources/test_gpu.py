@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from nfd.config import ConfigError, GpuConfig, SourcesConfig, WorkerConfig, from
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.labels import node_labels
+from nfd.record import replace
 from nfd.sources import default_registry
 from nfd.sources.gpu import GpuSource, family, sanitise
 from nfd.sources.nvml import NvmlError, NvmlSnapshot, NvmlUnavailable, PynvmlAdapter
@@ -502,7 +502,7 @@ def test_every_mig_label_passes_the_label_policy() -> None:
 
 
 def test_media_extension_profiles_get_valid_label_names() -> None:
-    from dataclasses import replace as dc_replace
+    from nfd.record import replace as dc_replace
 
     snap = a100_mig((["1g.10gb"] * 7, ["1g.10gb"] * 7))
     gpu0 = snap.gpus[0]

@@ -6,7 +6,6 @@ import gzip
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from nfd.config import KernelConfig, SourcesConfig
 from nfd.features import Features
 from nfd.hostroot import HostRoot
+from nfd.record import replace
 from nfd.sources.kernel import KernelSource, parse_kconfig, parse_version
 
 SRC = KernelSource()

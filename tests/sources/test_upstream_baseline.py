@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nfd.config import WorkerConfig
-from nfd.discover import discover
+from nfd.discovery import discover
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.labels import node_labels

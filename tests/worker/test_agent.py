@@ -6,7 +6,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from worker.worker_helpers import Master, wait_until
@@ -60,13 +62,14 @@ def source() -> FakePciSource:
 def make_agent(master: Master, source: FakePciSource, tmp_path: Path, node: str) -> Iterator:
     agents: list[Agent] = []
 
-    def make(monitor: FedMonitor, *, interval: float = 3600.0) -> Agent:
+    def make(monitor: FedMonitor, *, interval: float = 3600.0, next_change: Any = None) -> Agent:
         worker = Worker(
             node=node,
             sources=[source],
             host=HostRoot.under(tmp_path),
             config=SourcesConfig(),
             client=MasterClient(master.url),
+            next_change=next_change,
         )
         agent = Agent(worker, interval=interval, monitor=monitor, hotplug_debounce=0.3)
         agents.append(agent)
@@ -135,3 +138,25 @@ def test_a_trigger_during_a_pass_runs_another_pass(
     agent.scheduler.trigger("test: during")
     source.gate.set()
     wait_until(lambda: pci_devices(master, node) == ["1200_10de"], what="the rerun")
+
+
+def test_a_pass_runs_when_the_features_change_by_themselves(
+    master: Master, source: FakePciSource, make_agent, node: str
+) -> None:
+    # A features.d line with an expiry time: the hook says when; the interval is an hour.
+    asked: list[Features] = []
+    expires = datetime.now(UTC) + timedelta(seconds=1.5)
+
+    def next_change(features: Features) -> datetime | None:
+        asked.append(features)
+        return expires if len(asked) == 1 else None
+
+    agent = make_agent(FedMonitor(), next_change=next_change)
+    wait_until(lambda: agent.worker.passes == 1, what="the first pass")
+    assert agent.worker.changes_at == expires
+    source.devices = []  # what the source reads once the line has expired
+    wait_until(lambda: pci_devices(master, node) == [], timeout=10, what="the pass at the expiry time")
+    assert datetime.now(UTC) >= expires
+    wait_until(lambda: agent.worker.passes == 2, what="the count")
+    assert agent.worker.changes_at is None
+    assert agent.scheduler._sched.get_job("nfd-worker-features-change") is None

@@ -23,7 +23,7 @@ def test_unchanged_features_go_as_heartbeats_only(
     host.write("mine", "steady=1\n")
     updates = master.metric("nfd_master_node_update_requests_total")
     heartbeats = master.metric("nfd_master_node_heartbeats_total")
-    w = start_worker(master.url, host, "--sleep-interval", "0.1s")
+    w = start_worker(master.url, host, "--sleep-interval", "1s")
     wait_until(lambda: w.requests("heartbeat", "ok") >= 5, what="five heartbeats")
     # Five passes and more, one full delivery: the steady state sends only the digest.
     assert w.requests("features", "ok") == 1
@@ -37,7 +37,7 @@ def test_a_change_is_detected_and_sent_in_full(
     master: Master, host: HostTree, start_worker, node: str
 ) -> None:
     host.write("mine", "version=1\n")
-    w = start_worker(master.url, host, "--sleep-interval", "0.2s")
+    w = start_worker(master.url, host, "--sleep-interval", "1s")
     wait_until(lambda: master.labels(node) == {"version": "1"}, what="version 1")
     wait_until(lambda: w.requests("heartbeat", "ok") >= 2, what="heartbeats")
     host.write("mine", "version=2\n")
@@ -63,7 +63,7 @@ def test_master_restart_gets_the_full_features_again(
 ) -> None:
     master = own_master
     host.write("mine", "survives=restart\n")
-    w = start_worker(master.url, host, "--sleep-interval", "0.2s", "--retry-max-delay", "0.5s")
+    w = start_worker(master.url, host, "--sleep-interval", "1s", "--retry-max-delay", "0.5s")
     wait_until(lambda: master.labels(node), what="the first delivery")
     master.stop()
     master.start()  # same port, empty memory
@@ -80,7 +80,7 @@ def test_master_down_for_a_while_then_the_newest_features_arrive(
 ) -> None:
     master = own_master
     host.write("mine", "state=before\n")
-    w = start_worker(master.url, host, "--sleep-interval", "0.2s", "--retry-max-delay", "0.4s")
+    w = start_worker(master.url, host, "--sleep-interval", "1s", "--retry-max-delay", "0.4s")
     wait_until(lambda: master.labels(node) == {"state": "before"}, what="the first delivery")
     master.stop()
     host.write("mine", "state=during\n")
