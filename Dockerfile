@@ -29,10 +29,10 @@ RUN python /tools/pip.whl/pip wheel --no-deps --no-index --find-links=/tools --w
 
 # -- run -------------------------------------------------------------------------------
 FROM ${BASE}
-# Bytecode is compiled at install time: the root filesystem is read-only at run time.
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 # Wheels come from the other stages through bind mounts, so no layer keeps them, and
-# nothing is downloaded here. Dependencies first: a code edit reuses this layer.
+# nothing is downloaded here. Dependencies first: a code edit reuses this layer. (Each
+# RUN mounts only stages that change when its own cache entry does: podman 4.3's buildah
+# cannot mount a stage it took from its cache, containers/buildah#4375.)
 RUN --mount=type=bind,from=deps,source=/tools,target=/tools \
     --mount=type=bind,from=deps,source=/wheels,target=/wheels \
     --mount=type=bind,from=deps,source=/src,target=/src \
@@ -41,12 +41,14 @@ RUN --mount=type=bind,from=deps,source=/tools,target=/tools \
 # The wheel's digest is copied first so that a changed wheel changes this layer's parent:
 # a builder may key the cache of a RUN on its text alone, not on what it mounts.
 COPY --from=build /dist/SHA256SUMS /usr/share/doc/nfd/
-RUN --mount=type=bind,from=deps,source=/tools,target=/tools \
-    --mount=type=bind,from=deps,source=/wheels,target=/wheels \
+RUN --mount=type=bind,from=build,source=/tools,target=/tools \
+    --mount=type=bind,from=build,source=/wheels,target=/wheels \
     --mount=type=bind,from=build,source=/dist,target=/dist \
     python /tools/pip.whl/pip install --no-cache-dir --disable-pip-version-check --root-user-action=ignore \
         --no-index --find-links=/wheels --compile /dist/nfd-*.whl \
     && nfd --version
+# Bytecode was compiled at install time: the root filesystem is read-only at run time.
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 COPY LICENSE /usr/share/doc/nfd/
 # A fixed numeric non-root user, so runAsNonRoot can be checked by the kubelet.
 USER 65532:65532

@@ -101,6 +101,23 @@ class Podman:
             raise Failed(f"podman {' '.join(args[:3])} ... exited {proc.returncode}: {(proc.stderr or '').strip()}")
         return proc.stdout or ""
 
+    def build(self, *args: str) -> bool:
+        """podman build, its output shown as it comes; False when it failed only for want
+        of a cached stage's files (raises on any other failure)."""
+        proc = subprocess.Popen(
+            ["podman", *args], env=self.env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        assert proc.stdout is not None
+        unmounted = False
+        for line in proc.stdout:
+            print(line, end="", flush=True)
+            unmounted = unmounted or "to bind mount into container" in line
+        if proc.wait(timeout=900) == 0:
+            return True
+        if unmounted and "--no-cache" not in args:
+            return False
+        raise Failed(f"podman build exited {proc.returncode} (its output is above)")
+
     def exists(self, image: str) -> bool:
         return subprocess.run(["podman", "image", "exists", image], env=self.env).returncode == 0
 
@@ -168,7 +185,14 @@ def build_image(podman: Podman, base: str) -> None:
         # pip may sit behind a TLS-inspecting proxy whose CA only the host trusts.
         args += ["--volume", f"{HOST_CA}:/etc/ssl/host-ca.crt:ro", "--build-arg", "PIP_CERT=/etc/ssl/host-ca.crt"]
     log("building the Dockerfile")
-    podman.run(*args, str(REPO), timeout=900, capture=False)
+    if podman.build(*args, str(REPO)):
+        return
+    # podman 4.3's buildah cannot bind-mount a stage it took from its cache
+    # (containers/buildah#4375): a RUN whose text changed while the stage it mounts did
+    # not fails so. Without the cache every stage is built afresh.
+    log("a cached stage could not be mounted: building again without the cache")
+    if not podman.build("build", "--no-cache", *args[1:], str(REPO)):
+        raise Failed("podman build failed without the cache too")
 
 
 def worker_host_mounts() -> tuple[list[str], dict[str, str]]:
