@@ -20,7 +20,7 @@ discover: $(BIN)/python
 	$(BIN)/nfd discover
 
 lint:
-	$(BIN)/ruff check nfd tests bench
+	$(BIN)/ruff check nfd tests bench scripts
 
 typecheck:
 	$(BIN)/mypy

@@ -45,6 +45,9 @@ BASE_PACKAGES = ["python3", "python3-venv", "ca-certificates", "netbase", "tzdat
 BASE_VENV = "/opt/venv"
 BASE_PATH = f"{BASE_VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
+# A master with no API server, serving plain HTTP on loopback to workers without tokens:
+# the flags a local master takes (the port is added per run).
+MASTER_ARGS = ["master", "--host=127.0.0.1", "--no-publish", "--no-auth"]
 # How the manifests run every nfd container (securityContext, read-only root, emptyDir /tmp).
 AS_THE_MANIFESTS_DO = [
     "--read-only", "--user", "65532:65532", "--cap-drop=ALL",
@@ -80,10 +83,7 @@ class Podman:
         )
         storage = work / "storage.conf"
         storage.write_text(
-            "[storage]\n"
-            'driver = "overlay"\n'
-            f'graphroot = "{work / "storage"}"\n'
-            f'runroot = "{work / "run"}"\n'
+            f'[storage]\ndriver = "overlay"\ngraphroot = "{work / "storage"}"\nrunroot = "{work / "run"}"\n'
         )
         self.env = {
             **os.environ,
@@ -98,7 +98,9 @@ class Podman:
             stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE if capture else None,
         )  # fmt: skip
         if check and proc.returncode != 0:
-            raise Failed(f"podman {' '.join(args[:3])} ... exited {proc.returncode}: {(proc.stderr or '').strip()}")
+            raise Failed(
+                f"podman {' '.join(args[:3])} ... exited {proc.returncode}: {(proc.stderr or '').strip()}"
+            )
         return proc.stdout or ""
 
     def build(self, *args: str) -> bool:
@@ -130,7 +132,10 @@ def ensure_tools() -> None:
         raise Failed(f"{', '.join(missing)} not installed, and installing them needs root")
     log(f"installing {' '.join(missing)} (apt-get)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "podman", "runc", "mmdebstrap"]):
+    for cmd in (
+        ["apt-get", "update", "-q"],
+        ["apt-get", "install", "-y", "-q", "podman", "runc", "mmdebstrap"],
+    ):
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise Failed(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
@@ -183,7 +188,12 @@ def build_image(podman: Podman, base: str) -> None:
     ]  # fmt: skip
     if os.path.isfile(HOST_CA):
         # pip may sit behind a TLS-inspecting proxy whose CA only the host trusts.
-        args += ["--volume", f"{HOST_CA}:/etc/ssl/host-ca.crt:ro", "--build-arg", "PIP_CERT=/etc/ssl/host-ca.crt"]
+        args += [
+            "--volume",
+            f"{HOST_CA}:/etc/ssl/host-ca.crt:ro",
+            "--build-arg",
+            "PIP_CERT=/etc/ssl/host-ca.crt",
+        ]
     log("building the Dockerfile")
     if podman.build(*args, str(REPO)):
         return
@@ -279,14 +289,15 @@ def stop_with_sigterm(podman: Podman, name: str) -> None:
     log(f"{name}: SIGTERM -> exit 0")
 
 
-def check_master_and_worker(podman: Podman, volumes: list[str], env: dict[str, str], labels: dict[str, str]) -> None:
+def check_master_and_worker(
+    podman: Podman, volumes: list[str], env: dict[str, str], labels: dict[str, str]
+) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     master = "nfd-image-test-master"
-    # Plain HTTP on loopback, no API server: the flags a local master takes.
     podman.run(
         "run", "--detach", "--name", master, "--network=host", *AS_THE_MANIFESTS_DO, IMAGE,
-        "master", "--host=127.0.0.1", f"--port={port}", "--no-publish", "--no-auth",
+        *MASTER_ARGS, f"--port={port}",
     )  # fmt: skip
     wait_for("master /healthz answering 200", lambda: http_get(base + "/healthz")[0] == 200, 60)
     log("master: /healthz 200")
@@ -295,7 +306,9 @@ def check_master_and_worker(podman: Podman, volumes: list[str], env: dict[str, s
     podman.run("run", "--rm", "--network=host", *worker, f"--master={base}", "--oneshot", "--port=0")
     status, body = http_get(f"{base}/api/v1/nodes/{NODE}")
     if status != 200:
-        raise Failed(f"master GET /api/v1/nodes/{NODE} answered {status} after the worker's --oneshot: {body[:300]!r}")
+        raise Failed(
+            f"master GET /api/v1/nodes/{NODE} answered {status} after the worker's --oneshot: {body[:300]!r}"
+        )
     applied = json.loads(body).get("labels", {})
     if applied != labels:
         diff = sorted(set(applied.items()) ^ set(labels.items()))
@@ -305,7 +318,11 @@ def check_master_and_worker(podman: Podman, volumes: list[str], env: dict[str, s
     # A long-running worker, stopped as the kubelet stops it.
     name = "nfd-image-test-worker"
     podman.run("run", "--detach", "--name", name, "--network=host", *worker, f"--master={base}", "--port=0")
-    wait_for("long-running worker up", lambda: podman.run("inspect", "--format", "{{.State.Running}}", name).strip() == "true", 30)
+    wait_for(
+        "long-running worker up",
+        lambda: podman.run("inspect", "--format", "{{.State.Running}}", name).strip() == "true",
+        30,
+    )
     time.sleep(1)  # past start-up, into its loop
     stop_with_sigterm(podman, name)
     stop_with_sigterm(podman, master)
