@@ -34,7 +34,7 @@ bench: install
 	$(BIN)/python bench/run_all.py
 
 # Builds the Dockerfile with podman and runs the image as the manifests do (Debian 12,
-# root: installs podman, runc and mmdebstrap when missing). CI runs it after `test`.
+# root: installs podman, runc and mmdebstrap when missing). CI runs it beside `test`.
 image-test: install
 	$(BIN)/python scripts/image_test.py
 

@@ -134,7 +134,7 @@ def ensure_tools() -> None:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for cmd in (
         ["apt-get", "update", "-q"],
-        ["apt-get", "install", "-y", "-q", "podman", "runc", "mmdebstrap"],
+        ["apt-get", "install", "-y", "-q", "--no-install-recommends", "podman", "runc", "mmdebstrap"],
     ):
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -337,9 +337,12 @@ def main() -> int:
     podman: Podman | None = None
     try:
         ensure_tools()
+        log(f"tools ready at {time.monotonic() - started:.0f}s")
         podman = Podman(args.work.resolve())
         base = ensure_base(podman)
+        log(f"base ready at {time.monotonic() - started:.0f}s")
         build_image(podman, base)
+        log(f"image built at {time.monotonic() - started:.0f}s")
         size = int(podman.run("image", "inspect", "--format", "{{.Size}}", IMAGE).strip())
         log(f"image {IMAGE}: {size / 1e6:.0f} MB")
         volumes, env = worker_host_mounts()
