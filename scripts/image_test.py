@@ -260,6 +260,37 @@ def labels_of(output: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
 
 
+# Run inside the image: every module of nfd and its dependencies has its bytecode, and
+# the LICENSE and the OCI labels' version are there.
+COMPILED = """
+import importlib.util, os, sys, sysconfig
+site = sysconfig.get_paths()["purelib"]
+missing = [
+    os.path.join(d, f) for d, _, files in os.walk(site) for f in files
+    if f.endswith(".py") and not os.path.exists(importlib.util.cache_from_source(os.path.join(d, f)))
+]
+print(len(missing), *missing[:5])
+"""
+
+
+def check_image_contents(podman: Podman) -> None:
+    out = podman.run(
+        "run", "--rm", "--network=none", *AS_THE_MANIFESTS_DO, "--entrypoint=python", IMAGE, "-c", COMPILED
+    )
+    count, *examples = out.split()
+    if count != "0":
+        raise Failed(f"{count} modules in the image have no compiled bytecode, e.g. {examples}")
+    podman.run(
+        "run", "--rm", "--network=none", "--entrypoint=test", IMAGE, "-s", "/usr/share/doc/nfd/LICENSE"
+    )
+    from nfd import __version__
+
+    labels = json.loads(podman.run("image", "inspect", "--format", "{{json .Labels}}", IMAGE))
+    if labels.get("org.opencontainers.image.version") != __version__:
+        raise Failed(f"image label org.opencontainers.image.version is not {__version__}: {labels}")
+    log("image: bytecode for every module, LICENSE, OCI labels")
+
+
 def check_discover(podman: Podman, volumes: list[str], env: dict[str, str]) -> dict[str, str]:
     inside = podman.run(
         "run", "--rm", "--network=none", *AS_THE_MANIFESTS_DO, *volumes, *env_args(env), IMAGE, "discover"
@@ -345,6 +376,7 @@ def main() -> int:
         log(f"image built at {time.monotonic() - started:.0f}s")
         size = int(podman.run("image", "inspect", "--format", "{{.Size}}", IMAGE).strip())
         log(f"image {IMAGE}: {size / 1e6:.0f} MB")
+        check_image_contents(podman)
         volumes, env = worker_host_mounts()
         labels = check_discover(podman, volumes, env)
         check_master_and_worker(podman, volumes, env, labels)
