@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -370,26 +369,6 @@ def test_example_pod_selects_a_label_nfd_produces(fixtures: Path) -> None:
     baseline = (fixtures / "upstream-baseline/labels.txt").read_text().splitlines()
     for key, value in pod["spec"]["nodeSelector"].items():
         assert f"{key}={value}" in baseline
-
-
-def test_dockerfile_installs_this_package_as_a_non_root_nfd_entrypoint() -> None:
-    text = (REPO / "Dockerfile").read_text()
-    instructions = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    froms = [ln.split()[1] for ln in instructions if ln.startswith("FROM ")]
-    assert len(froms) >= 2, "multi-stage"
-    for image in froms:
-        assert ":" in image and not image.endswith(":latest"), image
-    assert any(ln.startswith("COPY nfd ") for ln in instructions)
-    assert any(ln.startswith("COPY pyproject.toml") for ln in instructions)
-    assert any("pip wheel" in ln and ln.rstrip().endswith(" .") for ln in instructions)
-    assert any("--no-index" in ln and " nfd" in ln for ln in instructions)
-    user = [ln for ln in instructions if ln.startswith("USER ")][-1].split()[1]
-    assert user.split(":")[0].isdigit() and user.split(":")[0] != "0"
-    assert 'ENTRYPOINT ["nfd"]' in instructions
-    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["nfd"] == "nfd.cli:main"
-    ignored = (REPO / ".dockerignore").read_text().split()
-    assert {".git", "tests", ".venv"} <= set(ignored)
 
 
 def test_device_plugin_config_map_is_a_valid_plugin_config(built: dict[str, list[dict[str, Any]]]) -> None:
