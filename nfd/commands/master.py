@@ -43,7 +43,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-body-bytes", type=int, metavar="N", help="largest accepted request body (default 2 MiB)"
     )
-    p.add_argument("--kube-api-qps", type=float, metavar="N", help="client-side API rate limit (default 10)")
+    p.add_argument(
+        "--kube-api-qps",
+        type=float,
+        metavar="N",
+        help="client-side API write rate ceiling; lowered while the API server pushes back (default 500)",
+    )
     p.add_argument("--kube-api-burst", type=int, metavar="N", help="client-side API burst (default 100)")
     p.add_argument("--parallelism", type=int, metavar="N", help="nodes written at once (default 10)")
 

@@ -192,11 +192,10 @@ class KubePublisher:
 
     def _failed(self, name: str, e: KubeError) -> None:
         rec = self.store.get(name)
-        reason = str(e.status) if e.status else "unreachable"
-        self.metrics.update_failures.labels(reason=reason).inc()
+        self.metrics.update_failures.labels(reason=e.reason).inc()
         if rec is not None:
             rec.last_error = str(e)
-            if e.status not in (429, None) and not (e.status and e.status >= 500):
+            if e.view_stale:
                 rec.observed = None  # 409, 404, 422 ...: read the Node again first
         n = self._attempts.get(name, 0)
         self._attempts[name] = n + 1
@@ -220,7 +219,6 @@ class KubePublisher:
         if rec.observed is None and name in self._seen:
             rec.observed = self._seen.pop(name)
         if rec.observed is None:
-            self.metrics.api_requests.labels(verb="get", resource="nodes").inc()
             node = await self.api.get_node(name)
             rec = self.store.get(name)
             if rec is None:
@@ -232,11 +230,9 @@ class KubePublisher:
         ops = node_patch(decision, obs, device_plugin_resources=dpr)
         sops = status_patch(decision, obs, device_plugin_resources=dpr)
         if ops:
-            self.metrics.api_requests.labels(verb="patch", resource="nodes").inc()
             node = await self.api.patch_node(name, ops)
             rec.observed = observe(node, decision)
         if sops:
-            self.metrics.api_requests.labels(verb="patch", resource="nodes/status").inc()
             node = await self.api.patch_node_status(name, sops)
             rec.observed = observe(node, decision)
         if ops or sops:
@@ -264,7 +260,6 @@ class KubePublisher:
         started = time.monotonic()
         listed: set[str] = set()
         while True:
-            self.metrics.api_requests.labels(verb="list", resource="nodes").inc()
             page = await self.api.list_nodes(limit=self.settings.list_page_size, cont=cont)
             for node in page.get("items") or []:
                 name = (node.get("metadata") or {}).get("name")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from nfd.master.auth import Authenticator
 from nfd.master.decide import Decider
+from nfd.master.forward import Forwarder
 from nfd.master.kube import KubeApi, NoClusterError, load_api_client
 from nfd.master.leader import LeaderElector
 from nfd.master.metrics import Metrics
@@ -36,19 +37,36 @@ class Runtime:
     elector: LeaderElector | None
     rules: RuleWatcher
     publisher: KubePublisher | MemoryPublisher
+    forwarder: Forwarder
 
     @property
     def mode(self) -> str:
         return self.publisher.mode
 
+    def leader_url(self) -> str | None:
+        """Where to forward workers' requests: the leader's URL while this replica
+        follows and knows it; None when this replica handles them alone."""
+        if self.elector is None or self.elector.leader:
+            return None
+        return self.elector.holder_url.rstrip("/") or None
+
+    def outcome_here(self) -> bytes:
+        """What taking a worker's request here means (forward.OUTCOME)."""
+        if self.mode == "memory":
+            return b"memory"
+        return b"queued" if self.may_write() else b"held"
+
     def may_write(self) -> bool:
         return self.elector is None or self.elector.leader
 
     def ready(self) -> tuple[bool, str]:
+        """Ready = can take workers' requests, leader or not: a follower forwards them to
+        the leader and keeps a copy, so every replica serves (rolling updates and drains
+        need that)."""
         if not self.rules.synced:
             return False, "NodeFeatureRules not listed yet"
-        if self.elector is not None and not self.elector.leader:
-            return False, f"not the leader (the leader is {self.elector.holder or 'unknown'})"
+        if self.elector is not None:
+            return True, self.elector.status()
         return True, "ok"
 
     async def start(self) -> None:
@@ -64,6 +82,7 @@ class Runtime:
         if self.elector is not None:
             await self.elector.stop()
         await self.publisher.stop()
+        self.forwarder.close()
         if self.api is not None:
             self.api.close()
 
@@ -104,7 +123,7 @@ def build_runtime(
         except ValueError as e:
             raise SetupError(str(e)) from None
     if client is not None:
-        api = KubeApi(client, settings.kube)
+        api = KubeApi(client, settings.kube, metrics)
 
     if settings.auth.enabled and api is None:
         raise SetupError("worker authentication needs the API server (no kubeconfig found); use --no-auth")
@@ -138,6 +157,7 @@ def build_runtime(
                 on_started=started,
                 on_stopped=lambda: metrics.is_leader.set(0),
             )
+            elector.advertise_url = settings.leader.advertise_url or _pod_url(settings)
         else:
             metrics.is_leader.set(1)
     else:
@@ -168,4 +188,20 @@ def build_runtime(
         elector=elector,
         rules=rules,
         publisher=publisher,
+        forwarder=Forwarder(
+            ca_file=str(settings.leader.peer_ca_file or settings.server.tls_cert_file or "") or None,
+            timeout_s=settings.leader.forward_timeout_s,
+        ),
     )
+
+
+def _pod_url(settings: MasterSettings) -> str:
+    """This replica's URL from its pod IP (the Deployment passes it as $POD_IP)."""
+    import os
+
+    ip = os.environ.get("POD_IP", "")
+    if not ip:
+        return ""
+    host = f"[{ip}]" if ":" in ip else ip
+    scheme = "https" if settings.server.tls_cert_file else "http"
+    return f"{scheme}://{host}:{settings.server.port}"

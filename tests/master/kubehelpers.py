@@ -75,4 +75,6 @@ def kube_master(fake: Any, **over: Any) -> Iterator[MasterHandle]:
     api_client = make_api_client(fake.configuration(), s.kube.parallelism + 6)
     rt = build_runtime(s, api_client=api_client, sources=[FixtureSource()])
     with serve(create_app(runtime=rt)) as url, httpx.Client(base_url=url, timeout=10) as c:
+        if rt.elector is not None and not rt.elector.advertise_url:
+            rt.elector.advertise_url = url  # what $POD_IP gives in a cluster
         yield MasterHandle(c, rt)
