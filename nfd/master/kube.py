@@ -159,7 +159,7 @@ class KubeApi:
         try:
             out = await loop.run_in_executor(self.pool, run)
         except apierrors.TooManyRequests as e:
-            self.limiter.throttled(e.retry_after)
+            self.limiter.throttled()
             raise
         self.limiter.answered(time.monotonic() - t0)
         return out

@@ -4,8 +4,9 @@ It starts at the ceiling (``--kube-api-qps``), so a cold start of a large cluste
 not held back by the client; the API server's own flow control (API Priority and
 Fairness) decides how much it takes. When it pushes back, the rate follows:
 
-- a 429 halves the rate (not below ``min_qps``) and pauses every caller until its
-  Retry-After has passed;
+- a 429 halves the rate (not below ``min_qps``; the 429s of requests already on the
+  wire count once: at most one decrease a second), and the refused request waits its
+  Retry-After before it is tried again (the work queue's retry);
 - a slow answer (over ``slow_s``) cuts the rate by a quarter, at most once a second:
   rising latency is the API server's first sign of overload;
 - every second without either gives back ``increase_qps`` of rate, up to the ceiling.
@@ -14,7 +15,11 @@ Fairness) decides how much it takes. When it pushes back, the rate follows:
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
 
 
 class AdaptiveRate:
@@ -26,30 +31,27 @@ class AdaptiveRate:
         min_qps: float = 5.0,
         increase_qps: float = 25.0,
         slow_s: float = 2.0,
-        max_pause_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._clock = clock
         self.max_qps = qps
         self.min_qps = min(min_qps, qps)
         self.qps = qps
         self.burst = burst
         self.increase_qps = increase_qps
         self.slow_s = slow_s
-        self.max_pause_s = max_pause_s
         self._tokens = float(burst)
-        self._stamp = time.monotonic()
+        self._stamp = clock()
         self._last_change = self._stamp  # last decrease or increase of the rate
-        self._paused_until = 0.0
+        self._last_decrease = self._stamp
         self._lock = asyncio.Lock()
-        self.decreases = 0  # how often the API server pushed back (tests, logs)
+        self.decreases = 0  # how often the API server pushed back
 
     async def acquire(self) -> None:
         # The lock keeps waiters in order, so one burst of callers cannot starve others.
         async with self._lock:
             while True:
-                t = time.monotonic()
-                if t < self._paused_until:
-                    await asyncio.sleep(self._paused_until - t)
-                    continue
+                t = self._clock()
                 self._recover(t)
                 self._tokens = min(self.burst, self._tokens + (t - self._stamp) * self.qps)
                 self._stamp = t
@@ -63,21 +65,22 @@ class AdaptiveRate:
             self.qps = min(self.max_qps, self.qps + self.increase_qps * (t - self._last_change))
             self._last_change = t
 
-    def _decrease(self, factor: float) -> None:
-        t = time.monotonic()
+    def _decrease(self, factor: float, why: str) -> None:
+        t = self._clock()
+        if self.decreases and t - self._last_decrease < 1.0:
+            return
+        before = self.qps
         self.qps = max(self.min_qps, self.qps * factor)
         self._tokens = min(self._tokens, 1.0)  # no burst right after a push-back
-        self._last_change = t
+        self._last_change = self._last_decrease = t
         self.decreases += 1
+        log.info("API server %s: write rate %.0f/s -> %.0f/s", why, before, self.qps)
 
-    def throttled(self, retry_after: float | None) -> None:
+    def throttled(self) -> None:
         """The API server answered 429."""
-        self._decrease(0.5)
-        if retry_after:
-            until = time.monotonic() + min(retry_after, self.max_pause_s)
-            self._paused_until = max(self._paused_until, until)
+        self._decrease(0.5, "asks to slow down (429)")
 
     def answered(self, seconds: float) -> None:
         """A call took ``seconds``."""
-        if seconds > self.slow_s and time.monotonic() - self._last_change >= 1.0:
-            self._decrease(0.75)
+        if seconds > self.slow_s:
+            self._decrease(0.75, f"answers slowly ({seconds:.1f}s)")
