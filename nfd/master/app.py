@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from nfd import __version__
-from nfd.master.api import health, nodes
+from nfd.master.api import health, nodes, replication
 from nfd.master.bodylimit import BodyLimit
 from nfd.master.fastpath import FastPath
 from nfd.master.forward import LeaderForward
@@ -52,6 +52,7 @@ def create_app(settings: MasterSettings | None = None, *, runtime: Runtime | Non
     _document_raw_bodies(app)
     app.include_router(nodes.router)
     app.include_router(health.router)
+    app.include_router(replication.router)
     return app
 
 

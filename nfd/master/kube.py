@@ -158,7 +158,7 @@ class KubeApi:
         t0 = time.monotonic()
         try:
             out = await loop.run_in_executor(self.pool, run)
-        except apierrors.TooManyRequests as e:
+        except apierrors.TooManyRequests:
             self.limiter.throttled()
             raise
         self.limiter.answered(time.monotonic() - t0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nfd.master.auth import Authenticator
 from nfd.master.decide import Decider
@@ -14,6 +14,7 @@ from nfd.master.kube import KubeApi, NoClusterError, load_api_client
 from nfd.master.leader import LeaderElector
 from nfd.master.metrics import Metrics
 from nfd.master.publisher import KubePublisher, MemoryPublisher
+from nfd.master.replica import PeerAuth, Replica
 from nfd.master.rulewatch import RuleWatcher
 from nfd.master.service import MasterService
 from nfd.master.settings import MasterSettings
@@ -38,6 +39,13 @@ class Runtime:
     rules: RuleWatcher
     publisher: KubePublisher | MemoryPublisher
     forwarder: Forwarder
+    replica: Replica | None = field(init=False, default=None)
+    peer_auth: PeerAuth = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.peer_auth = PeerAuth(self)
+        if self.elector is not None:
+            self.replica = Replica(self)
 
     @property
     def mode(self) -> str:
@@ -49,6 +57,16 @@ class Runtime:
         if self.elector is None or self.elector.leader:
             return None
         return self.elector.holder_url.rstrip("/") or None
+
+    def own_token(self) -> str | None:
+        """The credential this replica uses with the API server (its ServiceAccount
+        token in a cluster): it shows the leader that a replication request is ours."""
+        if self.api is None:
+            return None
+        keys = self.api.api_client.configuration.api_key or {}
+        value = str(keys.get("authorization") or keys.get("BearerToken") or "")
+        scheme, _, token = value.partition(" ")
+        return (token if scheme.lower() == "bearer" else value).strip() or None
 
     def outcome_here(self) -> bytes:
         """What taking a worker's request here means (forward.OUTCOME)."""
@@ -76,9 +94,13 @@ class Runtime:
         await self.publisher.start()
         if self.elector is not None:
             self.elector.start()
+        if self.replica is not None:
+            self.replica.start()
 
     async def stop(self) -> None:
         self.rules.stop()
+        if self.replica is not None:
+            await self.replica.stop()
         if self.elector is not None:
             await self.elector.stop()
         await self.publisher.stop()

@@ -28,12 +28,19 @@ class AuthSettings(BaseModel):
     audience: str = ""
     # "namespace:name" of the service account every worker runs as.
     worker_service_account: str = "node-feature-discovery:nfd-worker"
+    # ... and the masters (followers copy nodes from the leader with its token).
+    master_service_account: str = "node-feature-discovery:nfd-master"
     # How long a TokenReview answer is trusted; workers re-send the same token often.
     cache_ttl_s: float = Field(default=60.0, ge=0)
 
     @property
     def worker_username(self) -> str:
         ns, _, name = self.worker_service_account.partition(":")
+        return f"system:serviceaccount:{ns}:{name}"
+
+    @property
+    def master_username(self) -> str:
+        ns, _, name = self.master_service_account.partition(":")
         return f"system:serviceaccount:{ns}:{name}"
 
 
@@ -88,6 +95,8 @@ class LeaderSettings(BaseModel):
     # the serving certificate file, which replicas share).
     peer_ca_file: Path | None = None
     forward_timeout_s: float = Field(default=5.0, gt=0)
+    # How often a follower asks the leader for the nodes it lacks (replica.py).
+    replicate_interval_s: float = Field(default=2.0, gt=0)
 
 
 class RulesSettings(BaseModel):

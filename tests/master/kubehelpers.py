@@ -29,6 +29,7 @@ def kube_settings(**over: Any) -> MasterSettings:
     s.leader.retry_period_s = 0.1
     s.leader.lease_duration_s = 1
     s.leader.renew_deadline_s = 0.6
+    s.leader.replicate_interval_s = 0.1
     for k, v in over.items():
         group, _, key = k.partition("__")
         setattr(getattr(s, group), key, v)

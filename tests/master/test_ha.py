@@ -78,7 +78,11 @@ def test_follower_takes_over_without_resend_or_rewrite(fake_api, caplog):
         b = stack.enter_context(kube_master(fake_api, leader__enabled=True, leader__identity="b"))
         wait_for(lambda: b.runtime.leader_url() == str(a.client.base_url), what="b sees a")
         assert b.put("n1", {"x": "1"}).headers["x-nfd-outcome"] == "forwarded"
-        wait_for(a.settled, what="a writes n1")
+        assert a.put("n2", {"z": "1"}).headers["x-nfd-outcome"] == "queued"  # straight to a
+        wait_for(a.settled, what="a writes n1 and n2")
+        # b copies what reached a directly (replication), so a takeover needs no resend.
+        wait_for(lambda: b.client.get("/api/v1/nodes/n2").status_code == 200, what="b copies n2")
+        assert b.view("n2")["digest"] == a.view("n2")["digest"]
         transitions = fake_api.lease(LEASE, NS)["spec"].get("leaseTransitions", 0)
         mark = fake_api.log.mark()
         with caplog.at_level(logging.INFO, logger="nfd.master.leader"):
@@ -89,12 +93,39 @@ def test_follower_takes_over_without_resend_or_rewrite(fake_api, caplog):
         lease = fake_api.lease(LEASE, NS)["spec"]
         assert lease["holderIdentity"] == "b" and lease["leaseTransitions"] == transitions + 1
         wait_for(b.settled, what="b settles")
-        # b held n1's features: no resend needed, and the Node already matches.
-        hb = b.client.post("/api/v1/nodes/n1/heartbeat", json={"digest": b.view("n1")["digest"]})
-        assert hb.status_code == 200 and hb.headers["x-nfd-outcome"] == "queued"
+        # b holds both nodes' features: no resend needed, and the Nodes already match.
+        for n in ("n1", "n2"):
+            hb = b.client.post(f"/api/v1/nodes/{n}/heartbeat", json={"digest": b.view(n)["digest"]})
+            assert hb.status_code == 200 and hb.headers["x-nfd-outcome"] == "queued"
         assert [w for w in fake_api.log.writes(since=mark) if w.resource.startswith("nodes")] == []
         b.put("n2", {"y": "1"})
         wait_for(lambda: f"{FNS}/fixture-y" in fake_api.labels("n2"), what="b writes")
+
+
+def test_replication_endpoint_answers_only_the_leader_and_checks_its_body(fake_api):
+    with (
+        kube_master(fake_api, leader__enabled=True, leader__identity="m1") as m1,
+        kube_master(fake_api, leader__enabled=True, leader__identity="m2") as m2,
+    ):
+        leader, follower = _leader_and_follower(m1, m2)
+        assert follower.client.post("/api/v1/replication/nodes", json={"held": {}}).status_code == 409
+        assert leader.client.post("/api/v1/replication/nodes", json={"held": []}).status_code == 422
+        assert leader.client.post("/api/v1/replication/nodes", content=b"{").status_code == 422
+        r = leader.client.post("/api/v1/replication/nodes", json={"held": {}})
+        assert r.status_code == 200 and r.json() == {"items": [], "more": False}
+
+
+def test_replication_needs_the_masters_token_when_auth_is_on(fake_api):
+    fake_api.create_node("n1")
+    master_token = fake_api.tokens.issue_service_account("node-feature-discovery", "nfd-master")
+    worker = fake_api.issue_worker_token("n1")
+    with kube_master(fake_api, auth__enabled=True) as m:
+        url = "/api/v1/replication/nodes"
+        assert m.client.post(url, json={"held": {}}).status_code == 401
+        r = m.client.post(url, json={"held": {}}, headers={"Authorization": f"Bearer {worker}"})
+        assert r.status_code == 403 and "nfd-worker" in r.json()["detail"]
+        r = m.client.post(url, json={"held": {}}, headers={"Authorization": f"Bearer {master_token}"})
+        assert r.status_code == 200
 
 
 def test_readyz_during_an_api_server_outage_claims_no_lease(fake_api):
