@@ -47,6 +47,7 @@ class LeaderElector:
         self.holder_url = ""  # the holder's URL_ANNOTATION, as last read
         self.advertise_url = ""  # ours, written while we hold the lease
         self.last_error = ""  # why the last attempt to read or renew failed; "" when it did not
+        self.tried = False  # the Lease was tried at least once (the holder is known, or unknowable)
         self._last_renew = 0.0  # monotonic time of our last successful renew
         self._seen: tuple[str, str] | None = None  # (holder, renewTime) last observed
         self._seen_at = 0.0
@@ -105,6 +106,7 @@ class LeaderElector:
                 self._set(True, why="")
             elif self.leader and time.monotonic() - self._last_renew > self.s.renew_deadline_s:
                 self._set(False, why=f"not renewed within {self.s.renew_deadline_s:.0f}s")
+            self.tried = True
             await asyncio.sleep(self.s.retry_period_s)
 
     def _spec(self, *, transitions: int, acquire: str | None) -> dict[str, Any]:

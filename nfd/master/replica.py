@@ -97,6 +97,17 @@ class Replica:
         self.rt = rt
         self._task: asyncio.Task[None] | None = None
         self.taken = 0  # nodes taken from the leader
+        self.synced = False  # one full copy made since this replica started
+        self.failures = 0  # rounds in a row that could not reach the leader
+
+    def ready(self) -> bool:
+        """A new replica is Ready once it holds what the leader holds, so that a rollout
+        never retires the old pods before the new ones could take over without resends.
+        A leader that cannot be reached does not hold it back for long."""
+        elector = self.rt.elector
+        if self.synced or self.failures >= 3 or (elector is not None and elector.leader):
+            return True
+        return elector is not None and elector.tried and self.rt.leader_url() is None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="replica")
@@ -114,7 +125,9 @@ class Replica:
                 try:
                     while await self.pull(url):
                         pass  # a full page: more to come
+                    self.synced, self.failures = True, 0
                 except Exception as e:  # the leader is away or changing: next round
+                    self.failures += 1
                     log.info("cannot copy nodes from the leader at %s: %s", url, e)
             await asyncio.sleep(interval)
 

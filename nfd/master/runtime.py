@@ -83,6 +83,8 @@ class Runtime:
         need that)."""
         if not self.rules.synced:
             return False, "NodeFeatureRules not listed yet"
+        if self.replica is not None and not self.replica.ready():
+            return False, "copying the nodes' features from the leader"
         if self.elector is not None:
             return True, self.elector.status()
         return True, "ok"
