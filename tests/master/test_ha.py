@@ -7,6 +7,9 @@ from __future__ import annotations
 import logging
 from contextlib import ExitStack
 
+from nfd.worker.client import MasterClient
+
+from .helpers import features_with
 from .kubehelpers import kube_master, wait_for
 
 FNS = "feature.node.kubernetes.io"
@@ -33,8 +36,8 @@ def test_every_replica_ready_follower_forwards_to_the_leader(fake_api):
     ):
         leader, follower = _leader_and_follower(m1, m2)
         assert fake_api.lease(LEASE, NS)["spec"]["holderIdentity"] == leader.runtime.settings.leader.identity
-        for m in (leader, follower):
-            assert m.client.get("/readyz").status_code == 200
+        for m in (leader, follower):  # the follower once it holds the leader's nodes
+            wait_for(lambda m=m: m.client.get("/readyz").status_code == 200, what=f"{m} Ready")
         assert follower.client.get("/readyz").json()["detail"].startswith("follower; the leader is m")
 
         r = follower.put("n1", {"f": "1"})
@@ -65,6 +68,15 @@ def test_follower_without_a_reachable_leader_holds_and_says_so(fake_api):
         r = b.put("n1", {"x": "1"})
         assert r.status_code == 200 and r.headers["x-nfd-outcome"] == "held"
         assert f"{FNS}/fixture-x" not in fake_api.labels("n1")
+        # What the worker makes of it: no claim that anything was applied.
+        client = MasterClient(str(b.client.base_url))
+        try:
+            reply = client.put_features("n1", {"features": features_with({"x": "1"})})
+        finally:
+            client.close()
+        assert reply.ok and reply.outcome == "held"
+        text = reply.outcome_text(len(reply.body["labels"]))
+        assert "could not reach the leader" in text and "nothing is applied" in text
 
 
 def test_follower_takes_over_without_resend_or_rewrite(fake_api, caplog):
@@ -139,3 +151,26 @@ def test_readyz_during_an_api_server_outage_claims_no_lease(fake_api):
         assert "leader is unknown" in detail and "solo" not in detail
         fake_api.faults.up()
         wait_for(lambda: m.runtime.elector.leader, what="leads again")
+
+
+def test_a_new_replica_is_ready_only_once_it_holds_the_leaders_nodes(fake_api):
+    names = [f"n{i}" for i in range(5)]
+    for n in names:
+        fake_api.create_node(n)
+    with kube_master(fake_api, leader__enabled=True, leader__identity="old") as old:
+        wait_for(lambda: old.runtime.elector.holder_url, what="old leads, its URL on the Lease")
+        for n in names:
+            old.put(n, {"n": n})
+        with kube_master(
+            fake_api, leader__enabled=True, leader__identity="new", leader__replicate_interval_s=0.5
+        ) as new:
+            seen = []
+
+            def ready() -> bool:
+                r = new.client.get("/readyz")
+                seen.append(r.json()["detail"])
+                return r.status_code == 200
+
+            wait_for(ready, what="new Ready")
+            assert {r.name for r in new.runtime.service.store} == set(names)
+            assert "copying the nodes' features from the leader" in seen
