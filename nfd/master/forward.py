@@ -105,8 +105,12 @@ class LeaderForward:
                 outcome = b"forwarded"
             except Exception as e:  # the leader is gone or unreachable: our copy stands
                 log.info("cannot forward %s to the leader at %s: %s", scope["path"], target, e)
+        else:
+            outcome = b""  # refused here (401, 403, 413, 422 ...): nothing was taken
         headers = [h for h in headers if h[0] not in (b"content-length", OUTCOME)]
-        headers += [(b"content-length", str(len(payload)).encode()), (OUTCOME, outcome)]
+        headers.append((b"content-length", str(len(payload)).encode()))
+        if outcome:
+            headers.append((OUTCOME, outcome))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
 
@@ -119,7 +123,7 @@ def _pass_headers(scope: Scope) -> dict[str, str]:
 
 def _tagged(send: Send, outcome: bytes) -> Send:
     async def tagged(msg: Message) -> None:
-        if msg["type"] == "http.response.start":
+        if msg["type"] == "http.response.start" and msg["status"] in (200, 409):
             msg = {**msg, "headers": [*msg.get("headers", []), (OUTCOME, outcome)]}
         await send(msg)
 

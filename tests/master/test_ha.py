@@ -50,6 +50,13 @@ def test_every_replica_ready_follower_forwards_to_the_leader(fake_api):
         assert follower.runtime.publisher.idle()
         assert len(fake_api.log.records(verb="patch", resource="nodes")) == 1
 
+        # What the follower refuses itself never reaches the leader, and claims no outcome.
+        mark = fake_api.log.mark()
+        bad = follower.client.put("/api/v1/nodes/n1/features", content=b"{")
+        assert bad.status_code == 422 and "x-nfd-outcome" not in bad.headers
+        assert leader.view("n1")["digest"] == r.json()["digest"]
+        assert fake_api.log.writes(since=mark, resource="nodes") == []
+
         digest = r.json()["digest"]
         hb = follower.client.post("/api/v1/nodes/n1/heartbeat", json={"digest": digest})
         assert hb.status_code == 200 and hb.headers["x-nfd-outcome"] == "forwarded"
