@@ -59,7 +59,10 @@ def test_labels_removed_by_someone_else_are_restored(fake_api):
         wait_for(lambda: fake_api.labels("n1").get(f"{FNS}/fixture-b") == "2", timeout=5, what="restored")
         assert fake_api.log.count(verb="patch", resource="nodes") == writes + 1
         # Changes that leave what the master applies alone cost no write.
-        fake_api.objects.modify("nodes", "n1", lambda o: o["metadata"]["labels"].update(other="x"))
-        time.sleep(0.3)
+        after = fake_api.objects.modify("nodes", "n1", lambda o: o["metadata"]["labels"].update(other="x"))
+        rv = after["metadata"]["resourceVersion"]
+        rec = m.runtime.service.store.get("n1")
+        wait_for(lambda: rec.observed is not None and rec.observed.resource_version == rv, what="seen")
+        assert m.runtime.publisher.idle()
         assert fake_api.log.count(verb="patch", resource="nodes") == writes + 1
         assert m.view("n1")["inSync"] is True
