@@ -181,3 +181,19 @@ def test_a_new_replica_is_ready_only_once_it_holds_the_leaders_nodes(fake_api):
             wait_for(ready, what="new Ready")
             assert {r.name for r in new.runtime.service.store} == set(names)
             assert "copying the nodes' features from the leader" in seen
+
+
+def test_what_a_follower_held_is_written_when_it_takes_over(fake_api):
+    fake_api.create_node("n1")
+    with ExitStack() as stack:
+        a_stack = ExitStack()
+        stack.push(a_stack)
+        a = a_stack.enter_context(kube_master(fake_api, leader__enabled=True, leader__identity="a"))
+        wait_for(lambda: a.runtime.elector.leader, what="a leads")
+        a.runtime.elector.advertise_url = "http://127.0.0.1:9"  # a cannot be reached
+        b = stack.enter_context(kube_master(fake_api, leader__enabled=True, leader__identity="b"))
+        wait_for(lambda: b.runtime.leader_url() == "http://127.0.0.1:9", what="b sees a's URL")
+        assert b.put("n1", {"x": "1"}).headers["x-nfd-outcome"] == "held"
+        a_stack.close()
+        wait_for(lambda: b.runtime.elector.leader, what="b leads")
+        wait_for(lambda: fake_api.labels("n1").get(f"{FNS}/fixture-x") == "1", what="b writes what it held")
