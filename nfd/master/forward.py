@@ -92,7 +92,7 @@ class LeaderForward:
         if target is None or forwarded:
             await self.app(scope, receive, _tagged(send, rt.outcome_here()))
             return
-        body = await _read(receive)
+        body = await read_body(receive)
         if body is None:
             return
         status, headers, payload = await _local(self.app, scope, body)
@@ -156,7 +156,8 @@ async def _local(app: ASGIApp, scope: Scope, body: bytes) -> tuple[int, list[tup
     return status, headers, b"".join(chunks)
 
 
-async def _read(receive: Receive) -> bytes | None:
+async def read_body(receive: Receive) -> bytes | None:
+    """The whole request body, or None when the client went away."""
     chunks: list[bytes] = []
     while True:
         msg = await receive()
