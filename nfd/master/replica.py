@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -62,8 +63,6 @@ class PeerAuth:
 
     async def check(self, authorization: str | None) -> tuple[int, str]:
         """(0, "") when allowed, else (HTTP status, reason)."""
-        import time
-
         if self.rt.authenticator is None or self.rt.api is None:
             return 0, ""  # --no-auth: as open as the worker endpoints
         scheme, _, token = (authorization or "").partition(" ")
@@ -104,10 +103,14 @@ class Replica:
         """A new replica is Ready once it holds what the leader holds, so that a rollout
         never retires the old pods before the new ones could take over without resends.
         A leader that cannot be reached does not hold it back for long."""
-        elector = self.rt.elector
-        if self.synced or self.failures >= 3 or (elector is not None and elector.leader):
-            return True
-        return elector is not None and elector.tried and self.rt.leader_url() is None
+        if not self.synced:  # once Ready, a replica stays so: the copy is for new pods
+            elector = self.rt.elector
+            self.synced = (
+                self.failures >= 3
+                or (elector is not None and elector.leader)
+                or (elector is not None and elector.tried and self.rt.leader_url() is None)
+            )
+        return self.synced
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="replica")

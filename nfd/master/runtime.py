@@ -54,9 +54,10 @@ class Runtime:
     def leader_url(self) -> str | None:
         """Where to forward workers' requests: the leader's URL while this replica
         follows and knows it; None when this replica handles them alone."""
-        if self.elector is None or self.elector.leader:
-            return None
-        return self.elector.holder_url.rstrip("/") or None
+        e = self.elector
+        if e is None or e.leader or e.holder == e.s.identity:
+            return None  # never to ourselves (a lease we held, unreadable now)
+        return e.holder_url.rstrip("/") or None
 
     def own_token(self) -> str | None:
         """The credential this replica uses with the API server (its ServiceAccount
