@@ -10,6 +10,9 @@
 4. The master's RSS holding 10,000 nodes.
 
 Usage: python bench/master_bench.py [--nodes 1000,10000] [--seconds 5] [--qps 5000]
+       python bench/master_bench.py --skip-rate --nodes 10000 --qps default --overload 200
+       (the master's default settings; the fake API server answers patches beyond 200/s
+       with 429 and Retry-After: 1, as API Priority and Fairness would)
 """
 
 from __future__ import annotations
@@ -218,19 +221,22 @@ def bench_rate(seconds: float) -> None:
 # -- 2-4. labelling against the fake API server ----------------------------------------
 
 
-def serve_fake(nodes: int) -> None:
-    """Child process: the fake API server with ``nodes`` Nodes; prints its URL, then
-    answers 'counts' lines on stdin with its request counters as JSON."""
+def serve_fake(nodes: int, overload: float) -> None:
+    """Child process: the fake API server with ``nodes`` Nodes (node writes over
+    ``overload`` per second answered 429, when given); prints its URL, then answers
+    'counts' lines on stdin with its request counters as JSON."""
     from tests.fakeapi import FakeApiServer
 
     with FakeApiServer() as fake:
         for i in range(nodes):
             fake.create_node(f"node-{i:05d}")
+        limit = fake.faults.overload(overload, verb="patch") if overload else None
         print(fake.url, flush=True)
         for line in sys.stdin:
             cmd = line.strip()
             if cmd == "counts":
                 counts = {f"{v} {r}": n for (v, r), n in fake.log.counts().items()}
+                counts["429s"] = limit.rejected if limit else 0
                 print(json.dumps(counts), flush=True)
             elif cmd == "labelled":
                 done = sum(
@@ -251,12 +257,12 @@ def metric(port: int, name: str) -> float:
     return float(m.group(1)) if m else 0.0
 
 
-def bench_labelling(n: int, qps: float, tmp: Path) -> None:
+def bench_labelling(n: int, qps: float | None, tmp: Path, overload: float = 0.0) -> None:
     # The master on CPU 0; the fake API server (a child, so it inherits this) and the
     # load generator on CPU 1. Unpinned, a master started after pin_self(1) would
     # inherit CPU 1 too and all three would share one core.
     pin_self(1)
-    fake = subprocess.Popen([sys.executable, __file__, "--serve-fake", str(n)], env=env(),
+    fake = subprocess.Popen([sys.executable, __file__, "--serve-fake", str(n), "--overload", str(overload)], env=env(),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert fake.stdout and fake.stdin
     url = fake.stdout.readline().strip()
@@ -275,8 +281,9 @@ def bench_labelling(n: int, qps: float, tmp: Path) -> None:
         "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
     }))  # fmt: skip
     port = free_port()
+    rate = [] if qps is None else ["--kube-api-qps", str(qps), "--kube-api-burst", str(int(qps))]
     master = start_master(port, "--kubeconfig", str(kubeconfig), "--no-tls", "--no-rule-watch", "--rules-dir", str(RULES),
-                          "--kube-api-qps", str(qps), "--kube-api-burst", str(int(qps)), cpu=0)  # fmt: skip
+                          *rate, cpu=0)  # fmt: skip
     try:
         template = features_template()
         names = [f"node-{i:05d}" for i in range(n)]
@@ -290,7 +297,9 @@ def bench_labelling(n: int, qps: float, tmp: Path) -> None:
         used = cpu_s(master.pid) - c0
         labelled = ask("labelled")
         before = ask("counts")
-        print(f"(master log: {Path(os.environ.get('TMPDIR', '/tmp')) / f'nfd-master-bench-{port}.log'})")
+        print(f"(master log: {Path(os.environ.get('TMPDIR', '/tmp')) / f'nfd-master-bench-{port}.log'}; "
+              f"qps {'default' if qps is None else qps}, 429s injected over {overload or 'none'}/s: "
+              f"{before.pop('429s')} answered 429)")  # fmt: skip
         print(f"{n:6d} nodes labelled in  {t_done:6.1f} s wall, {used:.1f} s of master CPU (all PUTs answered "
               f"after {t_put:.1f} s; {labelled} Nodes carry labels; API requests {sum(before.values())}: {before}; "
               f"load average {os.getloadavg()[0]:.1f})")  # fmt: skip
@@ -298,6 +307,7 @@ def bench_labelling(n: int, qps: float, tmp: Path) -> None:
         asyncio.run(put_all(port, names, template))  # a steady-state round: nothing changed
         time.sleep(0.5)
         after = ask("counts")
+        after.pop("429s")
         diff = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
         writes = sum(v for k, v in diff.items() if k.split()[0] in ("patch", "update", "create", "delete"))
         print(f"{n:6d} nodes: API writes in a steady-state round: {writes} (requests {diff or 0})")
@@ -315,12 +325,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", default="1000,10000")
     ap.add_argument("--seconds", type=float, default=5.0)
-    ap.add_argument("--qps", type=float, default=5000.0, help="the master's client-side API rate limit")
+    ap.add_argument("--qps", default="5000", help="the master's client-side API rate limit, or 'default'")
+    ap.add_argument("--overload", type=float, default=0.0, help="429 node writes over this rate (per second)")
     ap.add_argument("--serve-fake", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--skip-rate", action="store_true")
     a = ap.parse_args()
     if a.serve_fake is not None:
-        serve_fake(a.serve_fake)
+        serve_fake(a.serve_fake, a.overload)
         return
     if not a.skip_rate:
         bench_rate(a.seconds)
@@ -328,7 +339,8 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(x) for x in a.nodes.split(",") if x):
-            bench_labelling(n, a.qps, Path(tmp))
+            qps = None if a.qps == "default" else float(a.qps)
+            bench_labelling(n, qps, Path(tmp), a.overload)
 
 
 if __name__ == "__main__":

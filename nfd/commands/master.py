@@ -73,7 +73,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-body-bytes", type=int, metavar="N", help="largest accepted request body (default 2 MiB)"
     )
-    p.add_argument("--kube-api-qps", type=float, metavar="N", help="client-side API rate limit (default 10)")
+    p.add_argument(
+        "--kube-api-qps",
+        type=float,
+        metavar="N",
+        help="client-side API write rate ceiling; lowered while the API server pushes back (default 500)",
+    )
     p.add_argument("--kube-api-burst", type=int, metavar="N", help="client-side API burst (default 100)")
     p.add_argument("--parallelism", type=int, metavar="N", help="nodes written at once (default 10)")
 
@@ -223,6 +228,10 @@ def run(args: argparse.Namespace) -> int:
     except BaseException:
         sock.close()
         raise
+    if files is not None and runtime.forwarder.ca_file is None:
+        # Followers forward to the leader over the same TLS: trust the replicas' CA (or a
+        # self-signed certificate of your own).
+        runtime.forwarder.ca_file = str(files.ca or files.cert)
     config = uvicorn.Config(
         app,
         host=srv.host,
@@ -235,6 +244,8 @@ def run(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=10,
     )
     server = _server_class()(config)
+    if runtime.elector is not None:
+        server.step_down = runtime.elector.stop
     if files is not None and settings.tls.cert_file is None and runtime.api is not None:
         server.renew = (runtime.api, settings.tls, files)  # the cluster's certificate: kept renewed
     import gc
@@ -317,6 +328,7 @@ def _server_class() -> type:
     import asyncio
     import logging
     import signal
+    from collections.abc import Awaitable, Callable
     from typing import Any
 
     import uvicorn
@@ -327,6 +339,10 @@ def _server_class() -> type:
         ``renew`` set, the cluster's certificate is kept renewed while serving."""
 
         renew: tuple[Any, Any, Any] | None = None
+        # Called as shutdown starts: a draining leader hands the lease over at once, not
+        # after its connections close (followers' idle TLS connections can hold that up
+        # for the whole graceful timeout).
+        step_down: Callable[[], Awaitable[None]] | None = None
         _renewing: asyncio.Task[None] | None = None
 
         url = ""
@@ -345,7 +361,22 @@ def _server_class() -> type:
         async def shutdown(self, sockets: Any = None) -> None:
             if self._renewing is not None:
                 self._renewing.cancel()
+            if self.step_down is not None:
+                await self.step_down()
             await super().shutdown(sockets)
+
+        async def _wait_tasks_to_complete(self) -> None:
+            # shutdown() has closed the idle keep-alive connections, but over TLS asyncio
+            # then waits (up to 30 s) for the client's close_notify, which an idle pooled
+            # connection (a follower's, a worker's) never sends: drop those outright so a
+            # drain ends when the last response is sent, not at the graceful timeout.
+            while self.server_state.connections and not self.force_exit:
+                for conn in list(self.server_state.connections):
+                    transport = getattr(conn, "transport", None)
+                    if transport is not None and transport.is_closing():
+                        transport.abort()
+                await asyncio.sleep(0.05)
+            await super()._wait_tasks_to_complete()
 
         def handle_exit(self, sig: int, frame: object) -> None:
             super().handle_exit(sig, frame)  # type: ignore[arg-type]

@@ -12,9 +12,10 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from nfd import __version__
-from nfd.master.api import health, nodes
+from nfd.master.api import health, nodes, replication
 from nfd.master.bodylimit import BodyLimit
 from nfd.master.fastpath import FastPath
+from nfd.master.forward import LeaderForward
 from nfd.master.runtime import Runtime, build_runtime
 from nfd.master.settings import MasterSettings
 
@@ -51,14 +52,17 @@ def create_app(settings: MasterSettings | None = None, *, runtime: Runtime | Non
     _document_raw_bodies(app)
     app.include_router(nodes.router)
     app.include_router(health.router)
+    app.include_router(replication.router)
     return app
 
 
 def serving_app(app: FastAPI) -> ASGIApp:
-    """What uvicorn serves: the body limit, then the steady-state fast path, both in
-    front of FastAPI (its middleware stack costs more than a heartbeat's work)."""
+    """What uvicorn serves: the body limit, a follower's forwarding to the leader, then
+    the steady-state fast path, all in front of FastAPI (its middleware stack costs more
+    than a heartbeat's work)."""
     rt: Runtime = app.state.runtime
-    return BodyLimit(FastPath(app, lambda: rt), max_bytes=rt.settings.server.max_body_bytes)
+    inner = LeaderForward(FastPath(app, lambda: rt), lambda: rt)
+    return BodyLimit(inner, max_bytes=rt.settings.server.max_body_bytes)
 
 
 def _document_raw_bodies(app: FastAPI) -> None:

@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from nfd.master.kube import KubeApi, KubeError
+from nfd.master.apierrors import KubeError, NotFound
+from nfd.master.kube import KubeApi
 from nfd.master.metrics import Metrics
 from nfd.master.settings import AuthSettings
 
@@ -213,9 +214,9 @@ class Authenticator:
         ns = self.settings.worker_service_account.partition(":")[0]
         try:
             pod = await self.api.get_pod(ns, pod_name)
-        except KubeError as e:
-            if e.status == 404:
-                raise AuthError(403, f"the token's pod {ns}/{pod_name} does not exist") from None
+        except NotFound:
+            raise AuthError(403, f"the token's pod {ns}/{pod_name} does not exist") from None
+        except KubeError:
             raise AuthError(503, "cannot verify the token's pod now") from None
         if (pod.get("metadata") or {}).get("uid") != pod_uid:
             raise AuthError(403, f"the token's pod {ns}/{pod_name} was replaced")

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nfd.master.api.nodes import parse_features, take_features
 from nfd.master.api.views import response_json
+from nfd.master.forward import read_body
 from nfd.master.runtime import Runtime
 
 _PATH = re.compile(r"^/api/v1/nodes/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)/(heartbeat|features)$")
@@ -51,7 +52,7 @@ class FastPath:
             if not rt.authenticator.cached_for(auth, node):
                 await self.app(scope, receive, send)
                 return
-        body = await _read(receive)
+        body = await read_body(receive)
         if body is None:
             return  # the client went away
         answer = self._answer(rt, kind, node, body)
@@ -90,17 +91,6 @@ class FastPath:
         if data is None:
             return None
         return 200, response_json(take_features(rt, node, data, body_hash))
-
-
-async def _read(receive: Receive) -> bytes | None:
-    chunks: list[bytes] = []
-    while True:
-        msg = await receive()
-        if msg["type"] == "http.disconnect":
-            return None
-        chunks.append(msg.get("body", b""))
-        if not msg.get("more_body", False):
-            return b"".join(chunks)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -1,37 +1,31 @@
 """The blocking ``kubernetes`` client behind an async face: calls run in a bounded
 thread pool, pass the client-side rate limit, and answer plain JSON dicts (no model
-objects: they cost CPU and memory for nothing here). Errors become KubeError."""
+objects: they cost CPU and memory for nothing here). Errors become the typed
+exceptions of ``apierrors``; every request is counted by verb and resource."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
-from nfd.master.ratelimit import TokenBucket
+from nfd.master import apierrors
+from nfd.master.apierrors import KubeError as KubeError  # the callers' one import
+from nfd.master.ratelimit import AdaptiveRate
 from nfd.master.settings import KubeSettings
+
+if TYPE_CHECKING:
+    from nfd.master.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-class KubeError(Exception):
-    """``status`` is the HTTP status, or None when the API server could not be reached
-    or did not answer in time."""
-
-    def __init__(self, status: int | None, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retry_after = retry_after
-
-    @property
-    def retryable(self) -> bool:
-        return self.status is None or self.status in (409, 429) or self.status >= 500
 
 
 _KINDS = {"secret": "secret", "configmap": "config_map"}
@@ -76,31 +70,50 @@ def make_api_client(conf: Any, pool_size: int) -> Any:
     return client.ApiClient(conf)
 
 
-def _error(e: BaseException) -> KubeError:
-    from kubernetes.client.exceptions import ApiException
+def classify(method: str, url: str) -> tuple[str, str]:
+    """(verb, resource) of an API request, as the API server's audit log names them:
+    ``("patch", "nodes/status")``, ``("watch", "nodefeaturerules")``."""
+    split = urlsplit(url)
+    parts = [p for p in split.path.split("/") if p]
+    if parts[:1] == ["api"]:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"]:
+        rest = parts[3:]
+    else:
+        return method.lower(), "/".join(parts[:1]) or "/"
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) > 2:
+        rest = rest[2:]
+    resource = rest[0] if rest else ""
+    if len(rest) >= 3:
+        resource += "/" + rest[2]
+    named = len(rest) >= 2
+    if method == "GET":
+        verb = "get" if named else ("watch" if "watch=true" in split.query.lower() else "list")
+    else:
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, method)
+    return verb, resource
 
-    if isinstance(e, ApiException):
-        retry_after = None
-        headers = e.headers or {}
-        ra = headers.get("Retry-After") if hasattr(headers, "get") else None
-        if ra:
-            try:
-                retry_after = float(ra)
-            except ValueError:
-                retry_after = None
-        msg = e.reason or ""
-        if e.body:
-            try:
-                msg = json.loads(e.body).get("message") or msg
-            except (ValueError, AttributeError):
-                msg = str(e.body)[:200]
-        return KubeError(int(e.status or 0) or None, f"{e.status} {msg}".strip(), retry_after)
-    return KubeError(None, f"{type(e).__name__}: {e}")
+
+def count_requests(api_client: Any, count: Callable[[str, str], None]) -> None:
+    """Call ``count(verb, resource)`` for every request ``api_client`` sends, whichever
+    API class or watch sends it: one hook on its REST client."""
+    rest = api_client.rest_client
+    send = rest.request
+
+    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        count(*classify(method, url))
+        return send(method, url, *args, **kwargs)
+
+    rest.request = request
 
 
 class KubeApi:
-    def __init__(self, api_client: Any, settings: KubeSettings) -> None:
+    def __init__(self, api_client: Any, settings: KubeSettings, metrics: Metrics | None = None) -> None:
         from kubernetes import client
+
+        if metrics is not None:
+            counter = metrics.api_requests
+            count_requests(api_client, lambda verb, resource: counter.labels(verb=verb, resource=resource).inc())
 
         self._models = client
         self.api_client = api_client
@@ -110,7 +123,9 @@ class KubeApi:
         self.authn = client.AuthenticationV1Api(api_client)
         self.authz = client.AuthorizationV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
-        self.limiter = TokenBucket(settings.qps, settings.burst)
+        self.limiter = AdaptiveRate(
+            settings.qps, settings.burst, min_qps=settings.min_qps, slow_s=settings.slow_request_s
+        )
         # Bounded: the node workers, plus room for auth, leases and the rule watch.
         self.pool = ThreadPoolExecutor(max_workers=settings.parallelism + 6, thread_name_prefix="kube")
         self.timeout = settings.request_timeout_s
@@ -140,11 +155,18 @@ class KubeApi:
             try:
                 resp = fn()
             except BaseException as e:
-                raise _error(e) from None
+                raise apierrors.from_exception(e) from None
             data = resp.data
             return json.loads(data) if data else {}
 
-        return await loop.run_in_executor(self.pool, run)
+        t0 = time.monotonic()
+        try:
+            out = await loop.run_in_executor(self.pool, run)
+        except apierrors.TooManyRequests:
+            self.limiter.throttled()
+            raise
+        self.limiter.answered(time.monotonic() - t0)
+        return out
 
     # -- nodes ------------------------------------------------------------------------
     async def get_node(self, name: str) -> dict[str, Any]:

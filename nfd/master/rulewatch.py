@@ -11,7 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nfd.master.kube import KubeApi, KubeError
+from nfd.master.apierrors import KubeError, NotFound
+from nfd.master.kube import KubeApi
 from nfd.master.metrics import Metrics
 from nfd.master.settings import RulesSettings
 from nfd.rules import RuleSet, load_rulesets
@@ -104,11 +105,8 @@ class RuleWatcher:
         s = self.settings
         try:
             listing = await self.api.list_rules(s.rules_group, s.rules_version, s.rules_plural)
-        except KubeError as e:
-            if e.status == 404:  # the CRD is not installed: there are no cluster rules
-                listing = {"items": []}
-            else:
-                raise
+        except NotFound:  # the CRD is not installed: there are no cluster rules
+            listing = {"items": []}
         objs = {
             str((o.get("metadata") or {}).get("name")): o
             for o in listing.get("items") or []

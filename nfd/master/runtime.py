@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nfd.master.auth import Authenticator
 from nfd.master.decide import Decider
+from nfd.master.forward import Forwarder
 from nfd.master.kube import KubeApi, NoClusterError, load_api_client
 from nfd.master.leader import LeaderElector
 from nfd.master.metrics import Metrics
 from nfd.master.podwatch import PodWatch
 from nfd.master.publisher import KubePublisher, MemoryPublisher
 from nfd.master.readauth import ReadAuthorizer
+from nfd.master.replica import PeerAuth, Replica
 from nfd.master.rulewatch import RuleWatcher
 from nfd.master.service import MasterService
 from nfd.master.settings import MasterSettings
@@ -43,22 +45,59 @@ class Runtime:
     elector: LeaderElector | None
     rules: RuleWatcher
     publisher: KubePublisher | MemoryPublisher
+    forwarder: Forwarder
     # Readers of the API (None with --no-auth: reads are open then, as writes are).
     readers: ReadAuthorizer | None = None
     pods: PodWatch | None = None
+    replica: Replica | None = field(init=False, default=None)
+    peer_auth: PeerAuth = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.peer_auth = PeerAuth(self)
+        if self.elector is not None:
+            self.replica = Replica(self)
 
     @property
     def mode(self) -> str:
         return self.publisher.mode
 
+    def leader_url(self) -> str | None:
+        """Where to forward workers' requests: the leader's URL while this replica
+        follows and knows it; None when this replica handles them alone."""
+        e = self.elector
+        if e is None or e.leader or e.holder == e.s.identity:
+            return None  # never to ourselves (a lease we held, unreadable now)
+        return e.holder_url.rstrip("/") or None
+
+    def own_token(self) -> str | None:
+        """The credential this replica uses with the API server (its ServiceAccount
+        token in a cluster): it shows the leader that a replication request is ours."""
+        if self.api is None:
+            return None
+        keys = self.api.api_client.configuration.api_key or {}
+        value = str(keys.get("authorization") or keys.get("BearerToken") or "")
+        scheme, _, token = value.partition(" ")
+        return (token if scheme.lower() == "bearer" else value).strip() or None
+
+    def outcome_here(self) -> bytes:
+        """What taking a worker's request here means (forward.OUTCOME)."""
+        if self.mode == "memory":
+            return b"memory"
+        return b"queued" if self.may_write() else b"held"
+
     def may_write(self) -> bool:
         return self.elector is None or self.elector.leader
 
     def ready(self) -> tuple[bool, str]:
+        """Ready = can take workers' requests, leader or not: a follower forwards them to
+        the leader and keeps a copy, so every replica serves (rolling updates and drains
+        need that)."""
         if not self.rules.synced:
             return False, "NodeFeatureRules not listed yet"
-        if self.elector is not None and not self.elector.leader:
-            return False, f"not the leader (the leader is {self.elector.holder or 'unknown'})"
+        if self.replica is not None and not self.replica.ready():
+            return False, "copying the nodes' features from the leader"
+        if self.elector is not None:
+            return True, self.elector.status()
         return True, "ok"
 
     async def start(self) -> None:
@@ -70,14 +109,19 @@ class Runtime:
         await self.publisher.start()
         if self.elector is not None:
             self.elector.start()
+        if self.replica is not None:
+            self.replica.start()
 
     async def stop(self) -> None:
         self.rules.stop()
         if self.pods is not None:
             self.pods.stop()
+        if self.replica is not None:
+            await self.replica.stop()
         if self.elector is not None:
             await self.elector.stop()
         await self.publisher.stop()
+        self.forwarder.close()
         if self.api is not None:
             self.api.close()
 
@@ -118,7 +162,7 @@ def build_runtime(
         except ValueError as e:
             raise SetupError(str(e)) from None
     if client is not None:
-        api = KubeApi(client, settings.kube)
+        api = KubeApi(client, settings.kube, metrics)
 
     if settings.auth.enabled and api is None:
         raise SetupError(
@@ -154,6 +198,7 @@ def build_runtime(
                 on_started=started,
                 on_stopped=lambda: metrics.is_leader.set(0),
             )
+            elector.advertise_url = settings.leader.advertise_url or _pod_url(settings, tls=_serves_tls(settings, api))
         else:
             metrics.is_leader.set(1)
     else:
@@ -190,6 +235,29 @@ def build_runtime(
         elector=elector,
         rules=rules,
         publisher=publisher,
+        forwarder=Forwarder(
+            ca_file=str(settings.leader.peer_ca_file) if settings.leader.peer_ca_file else None,
+            timeout_s=settings.leader.forward_timeout_s,
+        ),
         readers=readers,
         pods=pods,
     )
+
+
+def _serves_tls(settings: MasterSettings, api: KubeApi | None) -> bool:
+    """As ``nfd master`` decides: given files, else the cluster's certificate unless
+    TLS is off or there is no cluster."""
+    t = settings.tls
+    return t.cert_file is not None or (t.enabled and api is not None)
+
+
+def _pod_url(settings: MasterSettings, *, tls: bool) -> str:
+    """This replica's URL from its pod IP (the Deployment passes it as $POD_IP)."""
+    import os
+
+    ip = os.environ.get("POD_IP", "")
+    if not ip:
+        return ""
+    host = f"[{ip}]" if ":" in ip else ip
+    scheme = "https" if tls else "http"
+    return f"{scheme}://{host}:{settings.server.port}"

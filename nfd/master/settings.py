@@ -41,10 +41,17 @@ class AuthSettings(BaseModel):
     # Watch the workers' pods (in the service account's namespace) to drop their tokens
     # once they are deleted.
     watch_pods: bool = True
+    # ... and the masters (followers copy nodes from the leader with their own token).
+    master_service_account: str = "node-feature-discovery:nfd-master"
 
     @property
     def worker_username(self) -> str:
         ns, _, name = self.worker_service_account.partition(":")
+        return f"system:serviceaccount:{ns}:{name}"
+
+    @property
+    def master_username(self) -> str:
+        ns, _, name = self.master_service_account.partition(":")
         return f"system:serviceaccount:{ns}:{name}"
 
 
@@ -80,9 +87,13 @@ class PolicySettings(BaseModel):
 class KubeSettings(BaseModel):
     publish: bool = True
     kubeconfig: Path | None = None
-    # Client-side rate limit and parallelism: upstream's defaults.
-    qps: float = Field(default=10.0, gt=0)
+    # Client-side write rate (see ratelimit.py): starts at ``qps`` and adapts to the API
+    # server, down to ``min_qps`` on 429s or answers slower than ``slow_request_s``.
+    # Upstream's fixed 10/s would keep a 10,000-node cluster waiting 17 minutes.
+    qps: float = Field(default=500.0, gt=0)
     burst: int = Field(default=100, ge=1)
+    min_qps: float = Field(default=5.0, gt=0)
+    slow_request_s: float = Field(default=2.0, gt=0)
     parallelism: int = Field(default=10, ge=1)
     request_timeout_s: float = Field(default=10.0, gt=0)
     # Per-node retry backoff (exponential with jitter).
@@ -110,6 +121,15 @@ class LeaderSettings(BaseModel):
     lease_duration_s: float = 15.0
     renew_deadline_s: float = 10.0
     retry_period_s: float = 2.0
+    # Where this replica serves, written on the Lease while it leads so that followers
+    # forward workers' requests to it. Default: the pod IP ($POD_IP) and --port.
+    advertise_url: str = Field(default_factory=lambda: os.environ.get("NFD_MASTER_ADVERTISE_URL", ""))
+    # CA to verify the leader's certificate with when forwarding over https (default:
+    # the serving certificate file, which replicas share).
+    peer_ca_file: Path | None = None
+    forward_timeout_s: float = Field(default=5.0, gt=0)
+    # How often a follower asks the leader for the nodes it lacks (replica.py).
+    replicate_interval_s: float = Field(default=2.0, gt=0)
 
 
 class RulesSettings(BaseModel):

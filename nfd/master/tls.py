@@ -21,7 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nfd.master.kube import KubeApi, KubeError
+from nfd.master.apierrors import (
+    Conflict,
+    Forbidden,
+    KubeError,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+    Unreachable,
+)
+from nfd.master.kube import KubeApi
 from nfd.master.settings import TLSSettings
 
 if TYPE_CHECKING:
@@ -42,6 +51,9 @@ class TLSError(Exception):
 class ServingFiles:
     cert: Path
     key: Path
+    # The CA that signed ``cert`` (the cluster's certificate): replicas verify each other
+    # against it when a follower forwards to the leader.
+    ca: Path | None = None
 
 
 def dns_names(s: TLSSettings) -> list[str]:
@@ -87,9 +99,9 @@ async def ensure_certificate(api: KubeApi, s: TLSSettings) -> Bundle:
             else:
                 await api.replace_object("secret", s.namespace, s.secret_name, body)
                 log.warning("TLS: serving certificate re-issued (%s)", why)
+        except Conflict:  # another replica wrote first: use what it wrote
+            continue
         except KubeError as e:
-            if e.status == 409:  # another replica wrote first: use what it wrote
-                continue
             raise _error(e, f"write Secret {s.namespace}/{s.secret_name}") from None
         await _publish_ca(api, s, fresh.ca_cert)
         return fresh
@@ -101,8 +113,11 @@ def write_files(bundle: Bundle, into: ServingFiles | None = None) -> ServingFile
     ``into``: replace those files (each by a rename, never half written)."""
     if into is None:
         d = Path(tempfile.mkdtemp(prefix="nfd-master-tls-"))  # mode 0700
-        into = ServingFiles(d / "tls.crt", d / "tls.key")
-    for path, data in ((into.key, bundle.key), (into.cert, bundle.cert)):
+        into = ServingFiles(d / "tls.crt", d / "tls.key", d / "ca.crt")
+    files = [(into.key, bundle.key), (into.cert, bundle.cert)]
+    if into.ca is not None:
+        files.append((into.ca, bundle.ca_cert))
+    for path, data in files:
         tmp = path.with_name(f".{path.name}.new")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as f:
@@ -139,9 +154,9 @@ async def keep_renewed(
 async def _read(api: KubeApi, kind: str, ns: str, name: str) -> dict[str, Any] | None:
     try:
         return await api.read_object(kind, ns, name)
+    except NotFound:
+        return None
     except KubeError as e:
-        if e.status == 404:
-            return None
         raise _error(e, f"read {kind} {ns}/{name}") from None
 
 
@@ -165,9 +180,9 @@ async def _publish_ca(api: KubeApi, s: TLSSettings, ca_cert: bytes) -> None:
                 await api.replace_object("configmap", s.namespace, s.ca_configmap, body)
             log.warning("TLS: CA certificate published in ConfigMap %s/%s", s.namespace, s.ca_configmap)
             return
+        except Conflict:
+            continue
         except KubeError as e:
-            if e.status == 409:
-                continue
             raise _error(e, f"write ConfigMap {s.namespace}/{s.ca_configmap}") from None
     raise TLSError(f"ConfigMap {s.namespace}/{s.ca_configmap} kept changing under us ({ATTEMPTS} tries)")
 
@@ -200,8 +215,8 @@ def _secret_body(s: TLSSettings, b: Bundle, current: dict[str, Any] | None) -> d
 
 
 def _error(e: KubeError, what: str) -> Exception:
-    if e.status == 403:
+    if isinstance(e, Forbidden):
         return TLSError(f"cannot {what}: forbidden (the master's Role must allow it): {e}")
-    if e.retryable:
+    if isinstance(e, (Unreachable, TooManyRequests, ServerError)):  # passing: retried
         return e
     return TLSError(f"cannot {what}: {e}")

@@ -34,6 +34,23 @@ class Reply:
     status: int
     body: Any  # parsed JSON, or None when the body was not JSON
     retry_after: float | None = None  # seconds, from the Retry-After header
+    # What the master did with the request (its X-NFD-Outcome header): "queued" (the
+    # leader writes it), "forwarded" (a follower passed it to the leader), "held" (a
+    # follower keeps it, the leader was not reached), "memory" (nothing is written);
+    # "" from a master that does not say.
+    outcome: str = ""
+
+    def outcome_text(self, labels: int) -> str:
+        """What the answer means for the node's labels, as one honest line."""
+        return {
+            "queued": f"the leading master will apply {labels} label(s)",
+            "forwarded": f"a master forwarded them to the leader, which will apply {labels} label(s)",
+            "held": (
+                f"a follower master holds them ({labels} label(s) decided) but could not reach the"
+                " leader; nothing is applied until a leader takes them"
+            ),
+            "memory": f"the master keeps them in memory only ({labels} label(s) decided, none applied)",
+        }.get(self.outcome, f"the master accepted them ({labels} label(s) decided)")
 
     @property
     def ok(self) -> bool:
@@ -164,7 +181,12 @@ class MasterClient:
             body = json.loads(raw) if raw else None
         except ValueError:
             body = None
-        return Reply(resp.status, body, parse_retry_after(resp.getheader("Retry-After")))
+        return Reply(
+            resp.status,
+            body,
+            parse_retry_after(resp.getheader("Retry-After")),
+            outcome=(resp.getheader("X-NFD-Outcome") or "").strip().lower(),
+        )
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:

@@ -140,7 +140,7 @@ class Worker:
             return self._failure("features", reply)
         self._accepted = key
         self._count("features", "ok")
-        self._report_applied(reply.body)
+        self._report_applied(reply)
         return self._success("features", f"features {digest[:12]} delivered")
 
     def _refresh_plugin_resources(self, features: Features) -> None:
@@ -197,13 +197,13 @@ class Worker:
         if self.metrics is not None:
             self.metrics.request(kind, result)
 
-    def _report_applied(self, body: Any) -> None:
+    def _report_applied(self, reply: Reply) -> None:
+        body = reply.body
         if not isinstance(body, dict):
             return
         labels = body.get("labels") or {}
-        log.info(
-            "master applied %d label(s) to node %s", len(labels) if isinstance(labels, dict) else 0, self.node
-        )
+        count = len(labels) if isinstance(labels, dict) else 0
+        log.info("features of node %s delivered: %s", self.node, reply.outcome_text(count))
         rejected = body.get("rejected")
         if isinstance(rejected, dict):
             for what, items in rejected.items():

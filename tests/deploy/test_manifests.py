@@ -252,6 +252,15 @@ def test_master_probes_and_ports_match_its_flags(built: dict[str, list[dict[str,
     assert master["spec"]["replicas"] == 2
     pdb = find(built["default"], "PodDisruptionBudget", "nfd-master")
     assert pdb["spec"]["selector"]["matchLabels"] == master["spec"]["selector"]["matchLabels"]
+    # Every replica is Ready (followers forward): a drain may evict one of two, and a
+    # rollout surges one pod before it removes one.
+    assert pdb["spec"]["minAvailable"] == 1 < master["spec"]["replicas"]
+    assert master["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+    }
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in c["env"]}
+    assert env["POD_IP"] == "status.podIP"  # the address the leader advertises
 
 
 def test_env_vars_set_in_manifests_are_read_by_the_code(built: dict[str, list[dict[str, Any]]]) -> None:

@@ -65,10 +65,34 @@ class FaultRule:
         )
 
 
+@dataclass
+class Overload(FaultRule):
+    """API Priority and Fairness seen from a client: matching requests beyond ``qps``
+    (with ``burst`` of slack) are answered 429 with Retry-After, the rest served."""
+
+    qps: float = 100.0
+    burst: float = 100.0
+    tokens: float = 0.0
+    stamp: float = 0.0
+    admitted: int = 0
+    rejected: int = 0
+
+    def admit(self, now: float) -> bool:
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.qps)
+        self.stamp = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            self.admitted += 1
+            return True
+        self.rejected += 1
+        return False
+
+
 class Faults:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._rules: list[FaultRule] = []
+        self._overloads: list[Overload] = []
         self._down_until = 0.0
         self._down_mode = "503"
 
@@ -128,6 +152,28 @@ class Faults:
             self._rules.append(rule)
         return rule
 
+    def overload(
+        self,
+        qps: float,
+        *,
+        burst: int | None = None,
+        retry_after: int = 1,
+        method: str | None = None,
+        verb: str | None = None,
+        resource: str | None = None,
+    ) -> Overload:
+        """From now on, matching requests over ``qps`` per second (``burst`` at once,
+        default ``qps``) get 429 Too Many Requests with ``Retry-After: retry_after``,
+        as an API server's flow control answers a client that sends too much."""
+        b = float(burst if burst is not None else max(1, int(qps)))
+        rule = Overload(
+            method=method, verb=verb, resource=resource, status=429, retry_after=retry_after,
+            remaining=math.inf, qps=qps, burst=b, tokens=b, stamp=time.monotonic(),
+        )  # fmt: skip
+        with self._lock:
+            self._overloads.append(rule)
+        return rule
+
     def down(self, seconds: float | None = None, *, mode: str = "503") -> None:
         """Every request fails until ``up()`` or until ``seconds`` pass. mode "503":
         ServiceUnavailable answers; mode "reset": connections are closed unanswered, as
@@ -146,6 +192,7 @@ class Faults:
         """Remove every rule and bring the server up."""
         with self._lock:
             self._rules.clear()
+            self._overloads.clear()
             self._down_until = 0.0
 
     def down_mode(self) -> str | None:
@@ -159,6 +206,10 @@ class Faults:
         error to answer with (the first failing rule's), if any."""
         total_delay, error = 0.0, None
         with self._lock:
+            now = time.monotonic()
+            for o in self._overloads:
+                if o.matches(method, path, verb, resource, subresource) and not o.admit(now):
+                    return 0.0, o.error()
             for rule in list(self._rules):
                 if not rule.matches(method, path, verb, resource, subresource):
                     continue

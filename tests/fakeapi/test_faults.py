@@ -183,3 +183,24 @@ def test_stop_start_is_a_restart_with_refused_connections(fake_api: FakeApiServe
         assert fake_api.port == port
         node = v1.read_node("n")  # same state after the restart
         assert node.metadata.resource_version == rv
+
+
+def test_overload_answers_429_with_retry_after_beyond_its_rate(
+    fake_api: FakeApiServer, core_v1: Any
+) -> None:
+    fake_api.create_node("n")
+    o = fake_api.faults.overload(5, burst=3, retry_after=2, verb="patch")
+    statuses = []
+    for i in range(10):
+        try:
+            core_v1.patch_node("n", {"metadata": {"labels": {"a": str(i)}}})
+            statuses.append(200)
+        except ApiException as e:
+            assert e.headers["Retry-After"] == "2"
+            assert json.loads(e.body)["reason"] == "TooManyRequests"
+            statuses.append(e.status)
+    assert statuses[:3] == [200, 200, 200] and 429 in statuses[3:]
+    assert o.admitted + o.rejected == 10 and o.rejected >= 5
+    core_v1.read_node("n")  # other verbs are not limited
+    time.sleep(0.5)  # the rate refills
+    core_v1.patch_node("n", {"metadata": {"labels": {"a": "again"}}})

@@ -29,6 +29,7 @@ def kube_settings(**over: Any) -> MasterSettings:
     s.leader.retry_period_s = 0.1
     s.leader.lease_duration_s = 1
     s.leader.renew_deadline_s = 0.6
+    s.leader.replicate_interval_s = 0.1
     for k, v in over.items():
         group, _, key = k.partition("__")
         setattr(getattr(s, group), key, v)
@@ -75,4 +76,6 @@ def kube_master(fake: Any, **over: Any) -> Iterator[MasterHandle]:
     api_client = make_api_client(fake.configuration(), s.kube.parallelism + 6)
     rt = build_runtime(s, api_client=api_client, sources=[FixtureSource()])
     with serve(create_app(runtime=rt)) as url, httpx.Client(base_url=url, timeout=10) as c:
+        if rt.elector is not None and not rt.elector.advertise_url:
+            rt.elector.advertise_url = url  # what $POD_IP gives in a cluster
         yield MasterHandle(c, rt)

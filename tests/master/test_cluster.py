@@ -1,9 +1,7 @@
-"""Leader election, NodeFeatureRules watched in the cluster, and worker tokens checked
-by TokenReview, against the fake API server."""
+"""NodeFeatureRules watched in the cluster, and worker tokens checked by TokenReview,
+against the fake API server (leader election: test_ha.py)."""
 
 from __future__ import annotations
-
-from contextlib import ExitStack
 
 import httpx
 
@@ -11,58 +9,6 @@ from .helpers import features_with
 from .kubehelpers import kube_master, wait_for
 
 FNS = "feature.node.kubernetes.io"
-LEASE = "nfd-master.nfd.kubernetes.io"
-NS = "node-feature-discovery"
-
-
-def test_two_masters_one_leader_writes_follower_not_ready(fake_api):
-    fake_api.create_node("n1")
-    with (
-        kube_master(fake_api, leader__enabled=True, leader__identity="m1") as m1,
-        kube_master(fake_api, leader__enabled=True, leader__identity="m2") as m2,
-    ):
-        wait_for(lambda: fake_api.objects.exists("leases", LEASE, NS), what="the lease")
-        wait_for(
-            lambda: (
-                {m1.client.get("/readyz").status_code, m2.client.get("/readyz").status_code} == {200, 503}
-            ),
-            what="one leader",
-        )
-        leader, follower = (m1, m2) if m1.client.get("/readyz").status_code == 200 else (m2, m1)
-        holder = fake_api.lease(LEASE, NS)["spec"]["holderIdentity"]
-        assert holder == leader.runtime.settings.leader.identity
-        assert "not the leader" in follower.client.get("/readyz").json()["detail"]
-
-        # The follower accepts features (answers what will apply) but never writes.
-        assert follower.put("n1", {"f": "1"}).json()["labels"] == {f"{FNS}/fixture-f": "1"}
-        leader.put("n1", {"l": "1"})
-        wait_for(leader.settled, what="leader publish")
-        assert f"{FNS}/fixture-l" in fake_api.labels("n1")
-        assert f"{FNS}/fixture-f" not in fake_api.labels("n1")
-        assert follower.runtime.publisher.idle()  # parked, nothing sent
-        patches = fake_api.log.records(verb="patch", resource="nodes")
-        assert len(patches) == 1
-
-
-def test_follower_takes_over_when_the_leader_goes(fake_api):
-    fake_api.create_node("n1")
-    with ExitStack() as stack:
-        a_stack = ExitStack()
-        stack.push(a_stack)
-        a = a_stack.enter_context(kube_master(fake_api, leader__enabled=True, leader__identity="a"))
-        wait_for(lambda: a.client.get("/readyz").status_code == 200, what="a leads")
-        b = stack.enter_context(kube_master(fake_api, leader__enabled=True, leader__identity="b"))
-        b.put("n1", {"x": "1"})  # b holds it until it leads
-        assert b.client.get("/readyz").status_code == 503
-        assert f"{FNS}/fixture-x" not in fake_api.labels("n1")
-        transitions = fake_api.lease(LEASE, NS)["spec"].get("leaseTransitions", 0)
-        mark = fake_api.log.mark()
-        a_stack.close()  # a stops and releases the lease
-        wait_for(lambda: b.client.get("/readyz").status_code == 200, what="b leads")
-        wait_for(lambda: f"{FNS}/fixture-x" in fake_api.labels("n1"), what="b's pending write")
-        lease = fake_api.lease(LEASE, NS)["spec"]
-        assert lease["holderIdentity"] == "b" and lease["leaseTransitions"] == transitions + 1
-        assert fake_api.log.count(since=mark, verb="patch", resource="nodes") == 1
 
 
 def test_rules_watched_in_the_cluster_relabel_every_node(fake_api):

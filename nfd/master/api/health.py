@@ -17,10 +17,10 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", responses={503: {"description": "not ready, or not the leader"}})
+@router.get("/readyz", responses={503: {"description": "not ready: the cluster's rules are not listed yet"}})
 async def readyz(rt: RuntimeDep) -> Response:
-    """Ready for workers: rules listed and, with leader election, this instance leads
-    (a follower answers 503 so a Service sends workers to the leader)."""
+    """Ready for workers once the cluster's rules are listed, leader or follower (a
+    follower forwards to the leader); ``detail`` says which."""
     ok, why = rt.ready()
     return JSONResponse(
         {"status": "ok" if ok else "not ready", "detail": why, "mode": rt.mode}, 200 if ok else 503

@@ -1,0 +1,168 @@
+"""Every replica serves workers; only the leader writes. A follower takes a worker's
+features PUT or heartbeat as the leader would (authenticated, checked, stored: it holds
+a copy, so that when it takes over it needs no resend), then hands the same request to
+the leader (its address is on the Lease) and answers with the leader's answer. When the
+leader cannot be reached the follower's own answer goes back, marked ``held``.
+
+Each answer says what happened in the ``X-NFD-Outcome`` header:
+``queued`` (this replica leads and writes it), ``forwarded`` (a follower passed it to the
+leader, whose answer this is), ``held`` (a follower keeps it; the leader was not
+reached), ``memory`` (nothing is written to the API server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import ssl
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from nfd.master.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+OUTCOME = b"x-nfd-outcome"
+FORWARDED = b"x-nfd-forwarded"  # set on a forwarded request: never forwarded again
+_PATH = re.compile(r"^/api/v1/nodes/[^/]+/(heartbeat|features)$")
+_PASS = (b"authorization", b"content-type")
+
+
+class Forwarder:
+    """The follower's client to the leader: a small urllib3 pool in threads."""
+
+    def __init__(self, *, ca_file: str | None, timeout_s: float) -> None:
+        self.ca_file = ca_file
+        self.timeout_s = timeout_s
+        self._pool: Any = None
+        self._threads = ThreadPoolExecutor(max_workers=8, thread_name_prefix="forward")
+
+    def _manager(self) -> Any:
+        if self._pool is None:
+            import urllib3
+
+            ctx = ssl.create_default_context(cafile=self.ca_file)
+            # Replicas are reached by pod IP, which their certificate need not name; the
+            # chain is still verified against the CA the replicas share.
+            ctx.check_hostname = False
+            self._pool = urllib3.PoolManager(
+                maxsize=8, retries=False, ssl_context=ctx, timeout=urllib3.Timeout(total=self.timeout_s)
+            )
+        return self._pool
+
+    async def send(
+        self, url: str, method: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        def call() -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+            r = self._manager().request(method, url, body=body, headers=headers, preload_content=True)
+            hdrs = [
+                (k.lower().encode("latin-1"), v.encode("latin-1"))
+                for k, v in r.headers.items()
+                if k.lower() in ("content-type", "retry-after", "www-authenticate")
+            ]
+            return int(r.status), hdrs, bytes(r.data)
+
+        return await asyncio.get_running_loop().run_in_executor(self._threads, call)
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.clear()
+
+
+class LeaderForward:
+    """ASGI middleware in front of the worker endpoints."""
+
+    def __init__(self, app: ASGIApp, runtime: Callable[[], Runtime]) -> None:
+        self.app = app
+        self.runtime = runtime
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT") or not _PATH.match(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        rt = self.runtime()
+        target = rt.leader_url()
+        forwarded = any(k == FORWARDED for k, _ in scope["headers"])
+        if target is None or forwarded:
+            await self.app(scope, receive, _tagged(send, rt.outcome_here()))
+            return
+        body = await read_body(receive)
+        if body is None:
+            return
+        status, headers, payload = await _local(self.app, scope, body)
+        outcome = b"held"
+        if status in (200, 409):  # taken (or, heartbeat, not known) here: now the leader
+            try:
+                status, headers, payload = await rt.forwarder.send(
+                    target + scope["path"], scope["method"], _pass_headers(scope), body
+                )
+                outcome = b"forwarded"
+            except Exception as e:  # the leader is gone or unreachable: our copy stands
+                log.info("cannot forward %s to the leader at %s: %s", scope["path"], target, e)
+        else:
+            outcome = b""  # refused here (401, 403, 413, 422 ...): nothing was taken
+        headers = [h for h in headers if h[0] not in (b"content-length", OUTCOME)]
+        headers.append((b"content-length", str(len(payload)).encode()))
+        if outcome:
+            headers.append((OUTCOME, outcome))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": payload})
+
+
+def _pass_headers(scope: Scope) -> dict[str, str]:
+    out = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"] if k in _PASS}
+    out[FORWARDED.decode()] = "1"
+    return out
+
+
+def _tagged(send: Send, outcome: bytes) -> Send:
+    async def tagged(msg: Message) -> None:
+        if msg["type"] == "http.response.start" and msg["status"] in (200, 409):
+            msg = {**msg, "headers": [*msg.get("headers", []), (OUTCOME, outcome)]}
+        await send(msg)
+
+    return tagged
+
+
+async def _local(app: ASGIApp, scope: Scope, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """Run the request through this replica's own app and keep its answer."""
+    sent = False
+    status = 500
+    headers: list[tuple[bytes, bytes]] = []
+    chunks: list[bytes] = []
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # nothing more: the body was whole
+        return {"type": "http.disconnect"}
+
+    async def capture(msg: Message) -> None:
+        nonlocal status, headers
+        if msg["type"] == "http.response.start":
+            status, headers = msg["status"], list(msg.get("headers", []))
+        elif msg["type"] == "http.response.body":
+            chunks.append(msg.get("body", b""))
+
+    await app(scope, receive, capture)
+    return status, headers, b"".join(chunks)
+
+
+async def read_body(receive: Receive) -> bytes | None:
+    """The whole request body, or None when the client went away."""
+    chunks: list[bytes] = []
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            return None
+        chunks.append(msg.get("body", b""))
+        if not msg.get("more_body", False):
+            return b"".join(chunks)

@@ -1,0 +1,160 @@
+"""Followers keep every node's features, so that a takeover needs no resend.
+
+Workers' requests reach the leader (a follower forwards them, see ``forward``), but a
+follower sees only the ones that came through it. So each follower asks the leader,
+every ``leader.replicate_interval_s``, for what it lacks: it sends a short key of what
+it holds per node, the leader answers the features of the nodes whose key differs (a
+page at a time), and the follower takes them as if a worker had sent them. When the
+follower becomes the leader it holds the fleet's features and writes only what changed.
+
+The leader's side is ``POST /api/v1/replication/nodes`` (api/replication.py). With
+worker authentication on, it asks for the master's own ServiceAccount token (checked
+with a TokenReview).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from nfd.master.state import NodeRecord
+
+if TYPE_CHECKING:
+    from nfd.master.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+PATH = "/api/v1/replication/nodes"
+PAGE = 50  # nodes per answer: about 50 kB of features each
+
+
+def key(rec: NodeRecord) -> str:
+    """What a replica holds for a node, in short: its features' digest and the
+    device-plugin resources (the rest of a record follows from them)."""
+    return rec.digest[:24] + "|" + ",".join(sorted(rec.device_plugin_resources))
+
+
+def wanted(records: Iterable[NodeRecord], held: dict[str, str], limit: int) -> tuple[list[NodeRecord], bool]:
+    """The leader's side: the records whose key differs from ``held`` (node -> key), at
+    most ``limit``; and whether more differ."""
+    out: list[NodeRecord] = []
+    for rec in records:
+        if held.get(rec.name) == key(rec):
+            continue
+        if len(out) >= limit:
+            return out, True
+        out.append(rec)
+    return out, False
+
+
+class PeerAuth:
+    """The leader's check that a replication request comes from another replica: its
+    bearer token is the master's ServiceAccount's (a TokenReview; answers kept briefly)."""
+
+    TTL_S = 10.0
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self._ok: dict[str, float] = {}  # token -> until (monotonic)
+
+    async def check(self, authorization: str | None) -> tuple[int, str]:
+        """(0, "") when allowed, else (HTTP status, reason)."""
+        if self.rt.authenticator is None or self.rt.api is None:
+            return 0, ""  # --no-auth: as open as the worker endpoints
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return 401, "a replica's bearer token is required"
+        token = token.strip()
+        now = time.monotonic()
+        if self._ok.get(token, 0.0) > now:
+            return 0, ""
+        try:
+            review = await self.rt.api.token_review(token, [])
+        except Exception as e:  # cannot check now: the follower tries again next round
+            return 503, f"cannot review the token: {e}"
+        status = review.get("status") or {}
+        if not status.get("authenticated"):
+            return 401, "the token is not valid"
+        want = self.rt.settings.auth.master_username
+        got = str((status.get("user") or {}).get("username") or "")
+        if got != want:
+            return 403, f"{got or 'the caller'} is not {want}"
+        if len(self._ok) > 64:
+            self._ok.clear()
+        self._ok[token] = now + self.TTL_S
+        return 0, ""
+
+
+class Replica:
+    """The follower's side: a task that pulls from the leader while this replica follows."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self._task: asyncio.Task[None] | None = None
+        self.taken = 0  # nodes taken from the leader
+        self.synced = False  # one full copy made since this replica started
+        self.failures = 0  # rounds in a row that could not reach the leader
+
+    def ready(self) -> bool:
+        """A new replica is Ready once it holds what the leader holds, so that a rollout
+        never retires the old pods before the new ones could take over without resends.
+        A leader that cannot be reached does not hold it back for long."""
+        if not self.synced:  # once Ready, a replica stays so: the copy is for new pods
+            elector = self.rt.elector
+            self.synced = (
+                self.failures >= 3
+                or (elector is not None and elector.leader)
+                or (elector is not None and elector.tried and self.rt.leader_url() is None)
+            )
+        return self.synced
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="replica")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        interval = self.rt.settings.leader.replicate_interval_s
+        while True:
+            url = self.rt.leader_url()
+            if url is not None:
+                try:
+                    while await self.pull(url):
+                        pass  # a full page: more to come
+                    self.synced, self.failures = True, 0
+                except Exception as e:  # the leader is away or changing: next round
+                    self.failures += 1
+                    log.info("cannot copy nodes from the leader at %s: %s", url, e)
+            await asyncio.sleep(interval)
+
+    async def pull(self, url: str) -> bool:
+        """One page from the leader; True when it said there is more."""
+        service = self.rt.service
+        held = {rec.name: key(rec) for rec in service.store}
+        body = json.dumps({"held": held}).encode()
+        headers = {"content-type": "application/json"}
+        token = self.rt.own_token()
+        if token:
+            headers["authorization"] = f"Bearer {token}"
+        status, _, payload = await self.rt.forwarder.send(url + PATH, "POST", headers, body)
+        if status != 200:
+            raise RuntimeError(f"HTTP {status}: {payload[:200]!r}")
+        answer = json.loads(payload)
+        for item in answer.get("items") or []:
+            if self.rt.leader_url() is None:
+                return False  # we lead now: what we hold is what counts
+            service.submit(
+                str(item["node"]),
+                features=item["features"],
+                device_plugin_resources=item.get("devicePluginResources") or (),
+                nfd_version=str(item.get("nfdVersion") or ""),
+            )
+            self.taken += 1
+        return bool(answer.get("more"))
