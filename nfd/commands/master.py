@@ -36,6 +36,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-rule-watch", action="store_true", help="do not watch NodeFeatureRule objects in the cluster"
     )
+    p.add_argument(
+        "--no-nodefeature-watch",
+        action="store_true",
+        help="do not read NodeFeature objects (from upstream's workers, GPU feature discovery ...)",
+    )
     p.add_argument("--resync-period", metavar="DURATION", help="full resync of every node (default 1h)")
     p.add_argument("--enable-leader-election", action="store_true")
     p.add_argument("--tls-cert-file", metavar="FILE")
@@ -112,6 +117,8 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         s.rules.rules_dir = Path(args.rules_dir)
     if args.no_rule_watch:
         s.rules.watch = False
+    if args.no_nodefeature_watch:
+        s.nodefeatures.watch = False
     if args.resync_period:
         try:
             period = parse_duration(args.resync_period, where="--resync-period")

@@ -12,7 +12,7 @@ from typing import Any
 from nfd.config import WorkerConfig
 from nfd.features import Features
 from nfd.labels import source_labels
-from nfd.policy import Policy, publish
+from nfd.policy import Policy, publish, qualify
 from nfd.rules import RuleError, RuleOutput, RuleSet, Taint, evaluate
 from nfd.sources import FeatureSource
 
@@ -30,6 +30,9 @@ class Decision:
     # kind ("labels", "annotations", "extendedResources", "taints") -> name -> reason
     rejected: dict[str, dict[str, str]] = field(default_factory=dict)
     rule_errors: tuple[str, ...] = ()
+    # Published label -> where it came from ("worker", "NodeFeature ns/name",
+    # "NodeFeatureRule name").
+    origins: dict[str, str] = field(default_factory=dict)
 
 
 def taint_str(t: Taint) -> str:
@@ -135,7 +138,14 @@ class Decider:
             log.warning("rule evaluation failed: %s: %s", type(e).__name__, e)
             return RuleOutput(errors=[RuleError("*", "*", f"{type(e).__name__}: {e}")])
 
-    def decide(self, features: Features, device_plugin_resources: Iterable[str] = ()) -> Decision:
+    def decide(
+        self,
+        features: Features,
+        device_plugin_resources: Iterable[str] = (),
+        node_labels: Mapping[str, tuple[str, str]] = {},
+    ) -> Decision:
+        """``node_labels``: qualified name -> (value, origin) that NodeFeature objects ask
+        for; they override the built-in labels and rule labels override them."""
         reads: set[str] = set()
         recorded = Features(
             flags=_Recording(features.flags, reads),
@@ -143,16 +153,28 @@ class Decider:
             instances=_Recording(features.instances, reads),
         )
         try:
-            return self._decide(recorded, device_plugin_resources)
+            return self._decide(recorded, device_plugin_resources, node_labels)
         finally:
             if ALL in reads:
                 self._reads_all = True
             self._reads |= reads
 
-    def _decide(self, features: Features, device_plugin_resources: Iterable[str]) -> Decision:
-        raw, source_errors = source_labels(self.sources, features, self.config)
+    def _decide(
+        self,
+        features: Features,
+        device_plugin_resources: Iterable[str],
+        node_labels: Mapping[str, tuple[str, str]],
+    ) -> Decision:
+        built_in, source_errors = source_labels(self.sources, features, self.config)
         out = self._rule_output(features)
-        raw.update(out.labels)  # rules come after the built-in labels, as upstream
+        # Upstream's order: the worker's labels, then NodeFeature objects', then rules'.
+        raw = {qualify(k): v for k, v in built_in.items()}
+        origin = dict.fromkeys(raw, "worker")
+        for k, (v, o) in node_labels.items():
+            raw[k], origin[k] = v, o
+        for k, v in out.labels.items():
+            q = qualify(k)
+            raw[q], origin[q] = v, f"NodeFeatureRule {out.label_origins.get(q, '')}".rstrip()
         pub = publish(
             labels=raw,
             annotations=out.annotations,
@@ -183,4 +205,5 @@ class Decider:
             taints=tuple(Taint(k, v, e) for k, v, e in pub.taints),
             rejected={k: v for k, v in rejected.items() if v},
             rule_errors=tuple(errors),
+            origins={k: origin.get(k, "") for k in pub.labels},
         )

@@ -250,3 +250,19 @@ class KubeApi:
                 group, version, plural, _preload_content=False, _request_timeout=self.timeout
             )
         )
+
+    async def list_custom_all(
+        self, group: str, version: str, plural: str, *, limit: int, cont: str | None
+    ) -> dict[str, Any]:
+        """One page of a custom resource across all namespaces."""
+        return await self._call(  # type: ignore[no-any-return]
+            lambda: self.custom.list_cluster_custom_object(
+                group,
+                version,
+                plural,
+                limit=limit,
+                _continue=cont or None,
+                _preload_content=False,
+                _request_timeout=self.timeout,
+            )
+        )

@@ -12,6 +12,7 @@ from nfd.master.decide import Decider
 from nfd.master.kube import KubeApi, NoClusterError, load_api_client
 from nfd.master.leader import LeaderElector
 from nfd.master.metrics import Metrics
+from nfd.master.nodefeatures import NodeFeatureWatcher
 from nfd.master.publisher import KubePublisher, MemoryPublisher
 from nfd.master.rulewatch import RuleWatcher
 from nfd.master.service import MasterService
@@ -36,6 +37,7 @@ class Runtime:
     elector: LeaderElector | None
     rules: RuleWatcher
     publisher: KubePublisher | MemoryPublisher
+    nodefeatures: NodeFeatureWatcher | None = None
 
     @property
     def mode(self) -> str:
@@ -47,6 +49,8 @@ class Runtime:
     def ready(self) -> tuple[bool, str]:
         if not self.rules.synced:
             return False, "NodeFeatureRules not listed yet"
+        if self.nodefeatures is not None and not self.nodefeatures.synced:
+            return False, "NodeFeature objects not listed yet"
         if self.elector is not None and not self.elector.leader:
             return False, f"not the leader (the leader is {self.elector.holder or 'unknown'})"
         return True, "ok"
@@ -55,12 +59,16 @@ class Runtime:
         self.rules.load_files()
         self.service.set_rules(self.rules.rulesets())
         await self.rules.start()
+        if self.nodefeatures is not None:
+            await self.nodefeatures.start()
         await self.publisher.start()
         if self.elector is not None:
             self.elector.start()
 
     async def stop(self) -> None:
         self.rules.stop()
+        if self.nodefeatures is not None:
+            self.nodefeatures.stop()
         if self.elector is not None:
             await self.elector.stop()
         await self.publisher.stop()
@@ -113,6 +121,8 @@ def build_runtime(
     service.min_reeval_interval = settings.rules.min_interval_s
     elector: LeaderElector | None = None
     rules: RuleWatcher | None = None
+    nodefeatures: NodeFeatureWatcher | None = None
+    service.own_namespace = settings.nodefeatures.namespace
     publisher: KubePublisher | MemoryPublisher
     if settings.kube.publish and api is not None:
         kp = KubePublisher(
@@ -122,7 +132,10 @@ def build_runtime(
             metrics=metrics,
             # Nothing is written before the cluster's rules are known: labels would be
             # removed and re-added (upstream #1802).
-            may_write=lambda: (elector is None or elector.leader) and (rules is None or rules.synced),
+            # Nor before the NodeFeature objects are: their labels would be removed.
+            may_write=lambda: (elector is None or elector.leader)
+            and (rules is None or rules.synced)
+            and (nodefeatures is None or nodefeatures.synced),
             on_gone=service.forget,
         )
         publisher = kp
@@ -152,6 +165,18 @@ def build_runtime(
         on_change=service.set_rules,
         on_synced=publisher.resume if isinstance(publisher, KubePublisher) else None,
     )
+    if api is not None and settings.nodefeatures.watch:
+
+        def nodefeatures_synced() -> None:
+            if isinstance(publisher, KubePublisher):
+                publisher.resume()
+
+        nodefeatures = NodeFeatureWatcher(
+            api=api,
+            page_size=settings.kube.list_page_size,
+            on_node=service.set_node_objects,
+            on_synced=nodefeatures_synced,
+        )
     if settings.rules.rules_dir is not None:
         try:
             rules.load_files()
@@ -168,4 +193,5 @@ def build_runtime(
         elector=elector,
         rules=rules,
         publisher=publisher,
+        nodefeatures=nodefeatures,
     )

@@ -89,6 +89,13 @@ class RulesSettings(BaseModel):
     rules_plural: str = "nodefeaturerules"
 
 
+class NodeFeatureSettings(BaseModel):
+    # Read NodeFeature objects (upstream's workers, GPU feature discovery, ...).
+    watch: bool = True
+    # The namespace whose objects upstream merges first (nfd's own).
+    namespace: str = Field(default_factory=_default_namespace)
+
+
 class MasterSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="NFD_MASTER_", env_nested_delimiter="__", extra="ignore")
 
@@ -98,5 +105,6 @@ class MasterSettings(BaseSettings):
     kube: KubeSettings = KubeSettings()
     leader: LeaderSettings = Field(default_factory=LeaderSettings)
     rules: RulesSettings = RulesSettings()
+    nodefeatures: NodeFeatureSettings = Field(default_factory=NodeFeatureSettings)
     # Central label configuration (``core.labelWhiteList``, ``sources.*``); not from env.
     labeling: WorkerConfig = Field(default_factory=WorkerConfig, exclude=True)

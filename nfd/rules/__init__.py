@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nfd.features import Features
-from nfd.rules.evaluate import FeatureView, RuleTrace, execute, merge_names
+from nfd.rules.evaluate import FEATURE_NS, FeatureView, RuleTrace, execute, merge_names
 from nfd.rules.expressions import EvalError
 from nfd.rules.model import Rule, RuleParseError, Taint, parse_rule
 
@@ -45,6 +45,8 @@ class RuleOutput:
     # The ``rule.matched`` feature after the last rule (labels and vars of every rule
     # that matched), for dynamic values that refer to it.
     matched: dict[str, str] = field(default_factory=dict)
+    # Qualified label name -> the NodeFeatureRule object that set it last.
+    label_origins: dict[str, str] = field(default_factory=dict)
     # Per rule: matched or not and why (only when evaluate(..., explain=True)).
     traces: list[RuleTrace] = field(default_factory=list)
 
@@ -144,6 +146,8 @@ def evaluate(rulesets: Sequence[RuleSet], features: Features, *, explain: bool =
                 continue
             out.taints.extend(rule.taints)
             merge_names(out.labels, res.labels)
+            for k in res.labels:
+                out.label_origins[k if "/" in k else f"{FEATURE_NS}/{k}"] = rs.name
             merge_names(out.extended_resources, rule.extended_resources)
             merge_names(out.annotations, rule.annotations)
             out.vars.update(res.vars)
