@@ -160,3 +160,23 @@ def for_worker(
         "metadata": meta,
         "spec": {"features": features.to_dict(), "labels": dict(sorted(labels.items()))},
     }
+
+
+def worker_object_from_env(
+    *, features: Features, labels: Mapping[str, str], env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """``for_worker`` with the node and pod as a DaemonSet's downward API gives them:
+    NODE_NAME (else the host name), POD_NAMESPACE (else node-feature-discovery),
+    POD_NAME and POD_UID (the owner; none when either is missing)."""
+    import os
+    import socket
+
+    e = os.environ if env is None else env
+    return for_worker(
+        node=e.get("NODE_NAME") or socket.gethostname(),
+        namespace=e.get("POD_NAMESPACE") or "node-feature-discovery",
+        features=features,
+        labels=labels,
+        pod_name=e.get("POD_NAME", ""),
+        pod_uid=e.get("POD_UID", ""),
+    )
