@@ -37,6 +37,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--no-rule-watch", action="store_true", help="do not watch NodeFeatureRule objects in the cluster"
     )
     p.add_argument(
+        "--gc-interval",
+        metavar="DURATION",
+        help="how often the leader deletes NodeFeature objects (and forgets what it holds) of "
+        "nodes that no longer exist (default 1h; 0 turns it off)",
+    )
+    p.add_argument(
         "--no-nodefeature-watch",
         action="store_true",
         help="do not read NodeFeature objects (from upstream's workers, GPU feature discovery ...)",
@@ -127,6 +133,17 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         if period <= 0:
             raise CliError("--resync-period must be positive")
         s.kube.resync_period_s = period
+    if args.gc_interval:
+        try:
+            gc_every = parse_duration(args.gc_interval, where="--gc-interval")
+        except ConfigError as e:
+            raise CliError(str(e)) from None
+        if gc_every < 0:
+            raise CliError("--gc-interval must not be negative")
+        if gc_every == 0:
+            s.nodefeatures.gc = False
+        else:
+            s.nodefeatures.gc_interval_s = gc_every
     if args.enable_leader_election:
         s.leader.enabled = True
     for flag, attr, val in (

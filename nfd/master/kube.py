@@ -266,3 +266,10 @@ class KubeApi:
                 _request_timeout=self.timeout,
             )
         )
+
+    async def delete_custom(self, group: str, version: str, namespace: str, plural: str, name: str) -> None:
+        await self._call(
+            lambda: self.custom.delete_namespaced_custom_object(
+                group, version, namespace, plural, name, _preload_content=False, _request_timeout=self.timeout
+            )
+        )

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from nfd.master.auth import Authenticator
 from nfd.master.decide import Decider
+from nfd.master.gc import GarbageCollector
 from nfd.master.kube import KubeApi, NoClusterError, load_api_client
 from nfd.master.leader import LeaderElector
 from nfd.master.metrics import Metrics
@@ -38,6 +39,7 @@ class Runtime:
     rules: RuleWatcher
     publisher: KubePublisher | MemoryPublisher
     nodefeatures: NodeFeatureWatcher | None = None
+    gc: GarbageCollector | None = None
 
     @property
     def mode(self) -> str:
@@ -62,6 +64,8 @@ class Runtime:
         if self.nodefeatures is not None:
             await self.nodefeatures.start()
         await self.publisher.start()
+        if self.gc is not None:
+            self.gc.start()
         if self.elector is not None:
             self.elector.start()
 
@@ -69,6 +73,8 @@ class Runtime:
         self.rules.stop()
         if self.nodefeatures is not None:
             self.nodefeatures.stop()
+        if self.gc is not None:
+            self.gc.stop()
         if self.elector is not None:
             await self.elector.stop()
         await self.publisher.stop()
@@ -194,4 +200,16 @@ def build_runtime(
         rules=rules,
         publisher=publisher,
         nodefeatures=nodefeatures,
+        gc=GarbageCollector(
+            api=api,
+            service=service,
+            index=nodefeatures.index if nodefeatures is not None else None,
+            interval_s=settings.nodefeatures.gc_interval_s,
+            page_size=settings.kube.list_page_size,
+            # Only the leader, and only once it knows the cluster's objects.
+            is_leader=lambda: (elector is None or elector.leader)
+            and (nodefeatures is None or nodefeatures.synced),
+        )
+        if api is not None and settings.kube.publish and settings.nodefeatures.gc
+        else None,
     )

@@ -94,6 +94,9 @@ class NodeFeatureSettings(BaseModel):
     watch: bool = True
     # The namespace whose objects upstream merges first (nfd's own).
     namespace: str = Field(default_factory=_default_namespace)
+    # Garbage collection of what is kept per node, for nodes gone (upstream's nfd-gc).
+    gc_interval_s: float = Field(default=3600.0, gt=0)
+    gc: bool = True
 
 
 class MasterSettings(BaseSettings):

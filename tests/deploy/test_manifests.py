@@ -231,7 +231,7 @@ def test_master_rbac_is_exactly_what_it_needs(built: dict[str, list[dict[str, An
         ("", "pods", ("get",)),
         ("authentication.k8s.io", "tokenreviews", ("create",)),
         ("nfd.k8s-sigs.io", "nodefeaturerules", ("get", "list", "watch")),
-        ("nfd.k8s-sigs.io", "nodefeatures", ("get", "list", "watch")),
+        ("nfd.k8s-sigs.io", "nodefeatures", ("delete", "get", "list", "watch")),
     }
     role = find(docs, "Role", "nfd-master")
     for rule in role["rules"]:
