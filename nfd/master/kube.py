@@ -273,3 +273,12 @@ class KubeApi:
                 group, version, namespace, plural, name, _preload_content=False, _request_timeout=self.timeout
             )
         )
+
+    async def patch_custom_status(
+        self, group: str, version: str, namespace: str, plural: str, name: str, ops: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """JSON Patch on a namespaced custom object's status subresource."""
+        from urllib.parse import quote
+
+        path = f"/apis/{group}/{version}/namespaces/{quote(namespace, safe='')}/{plural}/{{name}}/status"
+        return await self._call(lambda: self._json_patch(path, name, ops))  # type: ignore[no-any-return]

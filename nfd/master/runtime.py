@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from nfd.master.auth import Authenticator
 from nfd.master.decide import Decider
 from nfd.master.gc import GarbageCollector
+from nfd.master.groups import GroupManager
 from nfd.master.kube import KubeApi, NoClusterError, load_api_client
 from nfd.master.leader import LeaderElector
 from nfd.master.metrics import Metrics
@@ -40,6 +41,7 @@ class Runtime:
     publisher: KubePublisher | MemoryPublisher
     nodefeatures: NodeFeatureWatcher | None = None
     gc: GarbageCollector | None = None
+    groups: GroupManager | None = None
 
     @property
     def mode(self) -> str:
@@ -64,6 +66,8 @@ class Runtime:
         if self.nodefeatures is not None:
             await self.nodefeatures.start()
         await self.publisher.start()
+        if self.groups is not None:
+            await self.groups.start()
         if self.gc is not None:
             self.gc.start()
         if self.elector is not None:
@@ -75,6 +79,8 @@ class Runtime:
             self.nodefeatures.stop()
         if self.gc is not None:
             self.gc.stop()
+        if self.groups is not None:
+            self.groups.stop()
         if self.elector is not None:
             await self.elector.stop()
         await self.publisher.stop()
@@ -211,5 +217,15 @@ def build_runtime(
             and (nodefeatures is None or nodefeatures.synced),
         )
         if api is not None and settings.kube.publish and settings.nodefeatures.gc
+        else None,
+        groups=GroupManager(
+            service=service,
+            api=api,
+            page_size=settings.kube.list_page_size,
+            # Statuses are the leader's to write, from the whole cluster's objects.
+            may_write=lambda: (elector is None or elector.leader)
+            and (nodefeatures is None or nodefeatures.synced),
+        )
+        if api is not None and settings.kube.publish and settings.nodefeatures.groups
         else None,
     )

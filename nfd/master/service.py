@@ -66,6 +66,8 @@ class MasterService:
         self.node_objects: dict[str, list[NodeFeatureObject]] = {}
         self._node_labels: dict[str, dict[str, tuple[str, str]]] = {}
         self.own_namespace = ""
+        # Called with a node's name when its (merged) features change or it goes.
+        self.feature_listeners: list[Callable[[str], None]] = []
 
     # -- decisions --------------------------------------------------------------------
     def _projection(self, parts: Iterable[tuple[str, str, str]]) -> str:
@@ -97,6 +99,10 @@ class MasterService:
 
     def _release(self, digest: str) -> None:
         self.store.features.release(digest)
+
+    def _features_changed(self, name: str) -> None:
+        for listener in self.feature_listeners:
+            listener(name)
 
     def _merged(self, objs: list[NodeFeatureObject], own: Features) -> tuple[Encoded, Callable[[], Features]]:
         merged = merge(objs, self.own_namespace, base=own)
@@ -136,6 +142,8 @@ class MasterService:
         rec.digest = eff.digest
         rec.worker_digest = own_digest if eff.digest != own_digest else ""
         self._release(old)
+        if old != eff.digest:
+            self._features_changed(name)
         parts = [(k, n, h) for k, n, h, _ in eff.parts]
         decision = self._decision(parts, load, rec.device_plugin_resources, self._node_labels.get(name))
         if rec.decision == decision:
@@ -183,12 +191,15 @@ class MasterService:
             rec.worker_digest = worker_digest
             self.store.nodes[name] = rec
             self.metrics.nodes.set(len(self.store))
+            self._features_changed(name)
         else:
             old, old_own = rec.digest, rec.own_digest
             rec.digest, rec.device_plugin_resources, rec.nfd_version = eff.digest, dpr, nfd_version
             rec.worker_digest, rec.has_worker = worker_digest, True
             self._release(old)
             self._release(old_own)
+            if old != eff.digest:
+                self._features_changed(name)
             if rec.decision == decision:
                 rec.decision = decision
                 return Submitted(rec, False)
@@ -215,6 +226,7 @@ class MasterService:
         if rec is not None:
             self._release(rec.digest)
             self._release(rec.own_digest)
+            self._features_changed(name)
             self.metrics.nodes.set(len(self.store))
             log.info("node %s: gone from the cluster; forgotten", name)
 

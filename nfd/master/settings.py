@@ -97,6 +97,8 @@ class NodeFeatureSettings(BaseModel):
     # Garbage collection of what is kept per node, for nodes gone (upstream's nfd-gc).
     gc_interval_s: float = Field(default=3600.0, gt=0)
     gc: bool = True
+    # Keep NodeFeatureGroup statuses current.
+    groups: bool = True
 
 
 class MasterSettings(BaseSettings):

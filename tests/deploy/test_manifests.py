@@ -232,6 +232,8 @@ def test_master_rbac_is_exactly_what_it_needs(built: dict[str, list[dict[str, An
         ("authentication.k8s.io", "tokenreviews", ("create",)),
         ("nfd.k8s-sigs.io", "nodefeaturerules", ("get", "list", "watch")),
         ("nfd.k8s-sigs.io", "nodefeatures", ("delete", "get", "list", "watch")),
+        ("nfd.k8s-sigs.io", "nodefeaturegroups", ("get", "list", "watch")),
+        ("nfd.k8s-sigs.io", "nodefeaturegroups/status", ("patch",)),
     }
     role = find(docs, "Role", "nfd-master")
     for rule in role["rules"]:
