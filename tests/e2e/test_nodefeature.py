@@ -5,6 +5,9 @@ with upstream's precedence, and rules see the merged features."""
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +117,51 @@ def test_objects_merge_with_the_worker_and_rules_see_the_merge(e2e, tmp_path):
         e2e.wait_for(lambda: f"{FNS}/e2e-own" not in e2e.labels(n), what="object labels gone")
         assert f"{FNS}/e2e-accelerated" not in e2e.labels(n)
         assert e2e.labels(n)[f"{FNS}/e2e-kernel"] == "6.1"
+
+
+def run_worker(e2e: Any, tmp_path: Path, node: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    host = tmp_path / "host"
+    (host / "proc/sys/kernel").mkdir(parents=True, exist_ok=True)
+    (host / "proc/sys/kernel/osrelease").write_text("6.8.0-45-generic\n")
+    env = dict(os.environ, POD_NAMESPACE=NAMESPACE, POD_NAME=f"nfd-worker-{node}", POD_UID="1a2b")
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    return subprocess.run(
+        [sys.executable, "-m", "nfd", "worker", "--oneshot", "--node-name", node, "--host-root", str(host),
+         "--sources", "kernel", "--kubeconfig", str(e2e.kubeconfig), *extra],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+
+
+def test_nfd_worker_writes_upstreams_object_and_nfd_master_reads_it(e2e, tmp_path):
+    n = e2e.make_node("upw")
+    r = run_worker(e2e, tmp_path, n, "--publish", "nodefeature")
+    try:
+        assert r.returncode == 0, r.stderr
+        obj = custom(e2e).get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, n)
+        # The shape upstream's nfd-worker writes (and upstream's master reads).
+        meta = obj["metadata"]
+        assert meta["labels"] == {"nfd.node.kubernetes.io/node-name": n}
+        assert meta["ownerReferences"] == [{"apiVersion": "v1", "kind": "Pod", "name": f"nfd-worker-{n}", "uid": "1a2b"}]
+        assert obj["spec"]["features"]["attributes"]["kernel.version"]["elements"]["full"] == "6.8.0-45-generic"
+        assert obj["spec"]["labels"][f"{FNS}/kernel-version.major"] == "6"
+        # Written again unchanged: no second write needed, the object is replaced in place.
+        assert run_worker(e2e, tmp_path, n, "--publish", "nodefeature").returncode == 0
+        # nfd's master labels the node from it, with no worker post at all.
+        with master(e2e, tmp_path):
+            e2e.wait_for(lambda: e2e.labels(n).get(f"{FNS}/kernel-version.major") == "6", what="labels from the object")
+    finally:
+        custom(e2e).delete_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, n)
+
+
+def test_worker_without_api_access_says_so(tmp_path):
+    host = tmp_path / "host"
+    host.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBECONFIG")}
+    env["HOME"] = str(tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-m", "nfd", "worker", "--oneshot", "--node-name", "n", "--host-root", str(host),
+         "--publish", "nodefeature", "--kubeconfig", str(tmp_path / "missing")],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert "no Kubernetes API access" in r.stderr and "Traceback" not in r.stderr
