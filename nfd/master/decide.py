@@ -30,8 +30,9 @@ class Decision:
     # kind ("labels", "annotations", "extendedResources", "taints") -> name -> reason
     rejected: dict[str, dict[str, str]] = field(default_factory=dict)
     rule_errors: tuple[str, ...] = ()
-    # Published label -> where it came from ("worker", "NodeFeature ns/name",
-    # "NodeFeatureRule name").
+    # Published label -> where it came from: "worker", "NodeFeature" (which object is
+    # the node's: NodeRecord.label_objects) or "NodeFeatureRule <name>". Free of node
+    # names, so nodes of one kind share decisions.
     origins: dict[str, str] = field(default_factory=dict)
 
 
@@ -142,10 +143,10 @@ class Decider:
         self,
         features: Features,
         device_plugin_resources: Iterable[str] = (),
-        node_labels: Mapping[str, tuple[str, str]] = {},
+        node_labels: Mapping[str, str] = {},
     ) -> Decision:
-        """``node_labels``: qualified name -> (value, origin) that NodeFeature objects ask
-        for; they override the built-in labels and rule labels override them."""
+        """``node_labels``: qualified name -> value that the node's NodeFeature objects
+        ask for; they override the built-in labels and rule labels override them."""
         reads: set[str] = set()
         recorded = Features(
             flags=_Recording(features.flags, reads),
@@ -163,15 +164,15 @@ class Decider:
         self,
         features: Features,
         device_plugin_resources: Iterable[str],
-        node_labels: Mapping[str, tuple[str, str]],
+        node_labels: Mapping[str, str],
     ) -> Decision:
         built_in, source_errors = source_labels(self.sources, features, self.config)
         out = self._rule_output(features)
         # Upstream's order: the worker's labels, then NodeFeature objects', then rules'.
         raw = {qualify(k): v for k, v in built_in.items()}
         origin = dict.fromkeys(raw, "worker")
-        for k, (v, o) in node_labels.items():
-            raw[k], origin[k] = v, o
+        for k, v in node_labels.items():
+            raw[k], origin[k] = v, "NodeFeature"
         for k, v in out.labels.items():
             q = qualify(k)
             raw[q], origin[q] = v, f"NodeFeatureRule {out.label_origins.get(q, '')}".rstrip()

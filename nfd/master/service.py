@@ -62,9 +62,9 @@ class MasterService:
         self.min_reeval_interval = 1.0
         self.rules_synced = True
         # Per node, from its NodeFeature objects (nfd.master.nodefeatures): the objects,
-        # and the labels they ask for (qualified name -> (value, origin)).
+        # and the labels they ask for (qualified name -> value).
         self.node_objects: dict[str, list[NodeFeatureObject]] = {}
-        self._node_labels: dict[str, dict[str, tuple[str, str]]] = {}
+        self._node_labels: dict[str, dict[str, str]] = {}
         self.own_namespace = ""
         # Called with a node's name when its (merged) features change or it goes.
         self.feature_listeners: list[Callable[[str], None]] = []
@@ -80,7 +80,7 @@ class MasterService:
         parts: Iterable[tuple[str, str, str]],
         features: Callable[[], Features],
         dpr: frozenset[str],
-        node_labels: Mapping[str, tuple[str, str]] | None = None,
+        node_labels: Mapping[str, str] | None = None,
     ) -> Decision:
         parts = list(parts)
         nl = node_labels or {}
@@ -104,9 +104,18 @@ class MasterService:
         for listener in self.feature_listeners:
             listener(name)
 
-    def _merged(self, objs: list[NodeFeatureObject], own: Features) -> tuple[Encoded, Callable[[], Features]]:
+    def _merged(
+        self, objs: list[NodeFeatureObject], own: Features, own_enc: Encoded | None = None
+    ) -> tuple[Encoded, Callable[[], Features]]:
+        if own_enc is not None and not any(o.features.names() for o in objs):
+            # Labels only (GPU feature discovery's objects): the features are the worker's.
+            return own_enc, lambda: own
         merged = merge(objs, self.own_namespace, base=own)
         return encode(merged.features.to_dict(), self._groups), lambda: merged.features
+
+    def _own_encoded(self, digest: str) -> Encoded:
+        parts = self.store.features.parts(digest)
+        return Encoded(digest, tuple((k, n, h, "") for k, n, h in parts))
 
     # -- NodeFeature objects ----------------------------------------------------------
     def set_node_objects(self, name: str, objs: Sequence[NodeFeatureObject]) -> bool:
@@ -114,10 +123,10 @@ class MasterService:
         Re-decides the node; True if its decision changed. A node known only from
         objects (no worker of ours posts for it) gets a record of its own."""
         objs = list(objs)
+        merged = merge(objs, self.own_namespace)
         if objs:
             self.node_objects[name] = objs
-            merged = merge(objs, self.own_namespace)
-            self._node_labels[name] = {k: (v, merged.origins[k]) for k, v in merged.labels.items()}
+            self._node_labels[name] = merged.labels
         else:
             self.node_objects.pop(name, None)
             self._node_labels.pop(name, None)
@@ -131,12 +140,13 @@ class MasterService:
             rec = NodeRecord(name, empty.digest, frozenset(), "", Decision(), now(), has_worker=False)
             self.store.nodes[name] = rec
             self.metrics.nodes.set(len(self.store))
+        rec.label_objects = merged.origins
         own_digest = rec.own_digest
         own = self.store.features.get(own_digest)
-        if objs:
+        if objs and any(o.features.names() for o in objs):
             eff, load = self._merged(objs, own)
-        else:
-            eff, load = encode(own.to_dict(), self._groups), lambda: own
+        else:  # the worker's own features, as stored
+            eff, load = self._own_encoded(own_digest), lambda: own
         self.store.features.put(eff)
         old = rec.digest
         rec.digest = eff.digest
@@ -179,7 +189,7 @@ class MasterService:
         self.store.features.put(enc)
         objs = self.node_objects.get(name)
         if objs:
-            eff, load = self._merged(objs, Features.from_dict(features))
+            eff, load = self._merged(objs, Features.from_dict(features), enc)
         else:
             eff, load = enc, lambda: Features.from_dict(features)
         self.store.features.put(eff)

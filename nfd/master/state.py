@@ -53,6 +53,8 @@ class NodeRecord:
     # then the merged set); "" when ``digest`` is the worker's.
     worker_digest: str = ""
     has_worker: bool = True  # False: known only from NodeFeature objects
+    # Label -> "NodeFeature <namespace>/<name>" that asked for it.
+    label_objects: dict[str, str] = field(default_factory=dict)
 
     @property
     def own_digest(self) -> str:

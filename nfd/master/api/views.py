@@ -56,6 +56,8 @@ def status_dict(rec: NodeRecord) -> dict[str, Any]:
         inSync=rec.published is not None and rec.published >= rec.updated and not rec.last_error,
         lastError=rec.last_error,
         ruleErrors=list(rec.decision.rule_errors),
-        labelOrigins=dict(rec.decision.origins),
+        labelOrigins={
+            k: rec.label_objects.get(k, o) if o == "NodeFeature" else o for k, o in rec.decision.origins.items()
+        },
     )
     return out
