@@ -230,9 +230,9 @@ class MasterService:
     def forget(self, name: str) -> None:
         """The Node is gone and its worker silent: drop what the master holds for it
         (a cluster that replaces nodes must not grow the master, upstream #1841)."""
+        # The node's NodeFeature objects stay known (they go when the objects do, by
+        # garbage collection): a worker that comes back gets them merged again.
         rec = self.store.nodes.pop(name, None)
-        self.node_objects.pop(name, None)
-        self._node_labels.pop(name, None)
         if rec is not None:
             self._release(rec.digest)
             self._release(rec.own_digest)
