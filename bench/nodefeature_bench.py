@@ -105,7 +105,7 @@ def labelling(n: int, with_objects: bool, tmp: Path) -> dict[str, Any]:
     }))  # fmt: skip
     port = free_port()
     master = start_master(port, "--kubeconfig", str(kubeconfig), "--no-rule-watch", "--rules-dir", str(RULES),
-                          "--kube-api-qps", "5000", "--kube-api-burst", "5000", cpu=0)  # fmt: skip
+                          "--kube-api-qps", "5000", "--kube-api-burst", "5000", cpu=0, timeout=180)  # fmt: skip
     out: dict[str, Any] = {}
     try:
         template = features_template()
