@@ -45,7 +45,9 @@ def env() -> dict[str, str]:
     return e
 
 
-def start_master(port: int, *extra: str, cpu: int | None = 0, timeout: float = 30.0) -> subprocess.Popen[bytes]:
+def start_master(
+    port: int, *extra: str, cpu: int | None = 0, timeout: float = 30.0
+) -> subprocess.Popen[bytes]:
     # NFD_BENCH_PROFILE=FILE: run the master under cProfile, stats written at its exit.
     prof = (
         ["-m", "cProfile", "-o", os.environ["NFD_BENCH_PROFILE"]]
