@@ -64,7 +64,13 @@ class ResourceWatcher:
                     self.group, self.version, self.plural, limit=self.page_size, cont=cont
                 )
             except KubeError as e:
-                if e.status == 404:  # the CRD is not installed: there are none
+                # 404: the CRD is not installed, there are none. 403: no rights to read
+                # them (RBAC from before they were read): the rest of the master works
+                # on, without them, and the watch keeps trying.
+                if e.status == 404:
+                    page = {"items": [], "metadata": {}}
+                elif e.status == 403:
+                    log.error("not allowed to list %s (%s): going on without them", self.plural, e)
                     page = {"items": [], "metadata": {}}
                 else:
                     raise

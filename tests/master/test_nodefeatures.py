@@ -126,3 +126,17 @@ def test_index_ignores_objects_without_a_node() -> None:
     assert idx.put(parse(nf("y", "n1"))) == {"n1"}
     assert idx.put(parse(nf("y", "n1"))) == set()  # unchanged
     assert idx.replace_all([]) == {"n1"} and idx.by_node == {}
+
+
+async def test_no_rights_to_list_does_not_stop_the_master() -> None:
+    with FakeApiServer() as api:
+        api.faults.fail(403, verb="list", resource=RES, times=None)
+        seen = Seen()
+        w, kube = watcher(api, seen)
+        try:
+            await w.start()
+            assert w.synced and seen.nodes == {}
+        finally:
+            w.stop()
+            api.drop_connections()
+            kube.close()
