@@ -82,6 +82,18 @@ def qualify(name: str) -> str:
     return name if "/" in name else f"{FEATURE_NS}/{name}"
 
 
+def qualified_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """One object's ``spec.labels`` with unprefixed names in the feature namespace; where
+    it has both spellings, the prefixed one wins (as upstream's master)."""
+    out: dict[str, str] = {}
+    for k, v in labels.items():
+        q = qualify(k)
+        if q != k and q in labels:
+            continue
+        out[q] = v
+    return out
+
+
 def merge_order(objs: Iterable[NodeFeatureObject], own_namespace: str) -> list[NodeFeatureObject]:
     """Upstream's order: the master's own namespace first, then name, then namespace."""
     return sorted(objs, key=lambda o: (o.namespace != own_namespace, o.name, o.namespace))
@@ -125,8 +137,7 @@ def merge(objs: Iterable[NodeFeatureObject], own_namespace: str, base: Features 
     origins: dict[str, str] = {}
     for o in merge_order(objs, own_namespace):
         merge_features_into(features, o.features)
-        for k, v in o.labels.items():
-            q = qualify(k)
+        for q, v in qualified_labels(o.labels).items():
             labels[q] = v
             origins[q] = f"{KIND} {o.ref}"
     return Merged(features, labels, origins)

@@ -68,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
     if node_labels:
         # A NodeFeature's spec.labels, as upstream's master takes them: qualified,
         # overridden by rule labels, then filtered by the same policy.
-        labels = {qualify(k): v for k, v in node_labels.items()}
+        from nfd.nodefeature import qualified_labels
+
+        labels = qualified_labels(node_labels)
         labels.update({qualify(k): v for k, v in out.labels.items()})
         out.labels = labels
     pub = publish_rule_output(out, features, policy)

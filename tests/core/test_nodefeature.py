@@ -126,3 +126,13 @@ def test_discover_prints_the_object(tmp_path: object) -> None:
     assert got["metadata"]["ownerReferences"][0]["uid"] == "u"
     assert "kernel.version" in got["spec"]["features"]["attributes"]
     assert all(k.startswith("feature.node.kubernetes.io/kernel-") for k in got["spec"]["labels"])
+
+
+def test_prefixed_spelling_wins_whatever_the_order() -> None:
+    from nfd.nodefeature import qualified_labels
+
+    for labels in (
+        {"a": "plain", "feature.node.kubernetes.io/a": "prefixed"},
+        {"feature.node.kubernetes.io/a": "prefixed", "a": "plain"},
+    ):
+        assert qualified_labels(labels) == {"feature.node.kubernetes.io/a": "prefixed"}

@@ -141,14 +141,20 @@ def test_nfd_worker_writes_upstreams_object_and_nfd_master_reads_it(e2e, tmp_pat
         # The shape upstream's nfd-worker writes (and upstream's master reads).
         meta = obj["metadata"]
         assert meta["labels"] == {"nfd.node.kubernetes.io/node-name": n}
-        assert meta["ownerReferences"] == [{"apiVersion": "v1", "kind": "Pod", "name": f"nfd-worker-{n}", "uid": "1a2b"}]
-        assert obj["spec"]["features"]["attributes"]["kernel.version"]["elements"]["full"] == "6.8.0-45-generic"
+        assert meta["ownerReferences"] == [
+            {"apiVersion": "v1", "kind": "Pod", "name": f"nfd-worker-{n}", "uid": "1a2b"}
+        ]
+        assert (
+            obj["spec"]["features"]["attributes"]["kernel.version"]["elements"]["full"] == "6.8.0-45-generic"
+        )
         assert obj["spec"]["labels"][f"{FNS}/kernel-version.major"] == "6"
         # Written again unchanged: no second write needed, the object is replaced in place.
         assert run_worker(e2e, tmp_path, n, "--publish", "nodefeature").returncode == 0
         # nfd's master labels the node from it, with no worker post at all.
         with master(e2e, tmp_path):
-            e2e.wait_for(lambda: e2e.labels(n).get(f"{FNS}/kernel-version.major") == "6", what="labels from the object")
+            e2e.wait_for(
+                lambda: e2e.labels(n).get(f"{FNS}/kernel-version.major") == "6", what="labels from the object"
+            )
     finally:
         custom(e2e).delete_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, n)
 
@@ -165,3 +171,56 @@ def test_worker_without_api_access_says_so(tmp_path):
     )  # fmt: skip
     assert r.returncode == 2, r.stderr
     assert "no Kubernetes API access" in r.stderr and "Traceback" not in r.stderr
+
+
+UPSTREAM_E2E = GFD.parent / "upstream-e2e"
+
+
+def test_upstreams_e2e_nodefeatures_give_upstreams_labels(e2e, tmp_path):
+    n = e2e.make_node("up")
+    api = custom(e2e)
+    made: list[str] = []
+
+    def create(file: str) -> None:
+        obj = yaml.safe_load((UPSTREAM_E2E / file).read_text())
+        obj["metadata"].update(namespace=NAMESPACE, labels={"nfd.node.kubernetes.io/node-name": n})
+        obj["metadata"]["name"] += f"-{n}"
+        api.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, obj)
+        made.append(obj["metadata"]["name"])
+
+    def ours() -> dict[str, str]:
+        return {k: v for k, v in e2e.labels(n).items() if "e2e-nodefeature" in k or "fakefeature" in k}
+
+    try:
+        with master(e2e, tmp_path, "--deny-label-ns", "*.denied.ns,random.unwanted.ns") as m:
+            m.put(n, {"kernel": "6.1"})
+            create("nodefeature-1.yaml")
+            want = {
+                f"{FNS}/e2e-nodefeature-test-1": "obj-1",  # the prefixed spelling wins
+                f"{FNS}/e2e-nodefeature-test-2": "obj-1",
+                f"{FNS}/fake-fakefeature3": "overridden",
+            }
+            e2e.wait_for(lambda: ours() == want, what=f"labels of nodefeature-1: {want}")
+            create("nodefeature-2.yaml")
+            want |= {
+                f"{FNS}/e2e-nodefeature-test-1": "overridden-from-obj-2",
+                f"{FNS}/e2e-nodefeature-test-3": "obj-2",
+            }
+            e2e.wait_for(lambda: ours() == want, what="nodefeature-2 overrides nodefeature-1")
+            create("nodefeature-3.yaml")
+            want |= {
+                "custom.vendor.io/e2e-nodefeature-test-3": "vendor-ns",
+                f"{FNS}/e2e-nodefeature-test-4": "obj-4",
+            }
+            e2e.wait_for(lambda: ours() == want, what="nodefeature-3 through the deny list")
+            labels = e2e.labels(n)
+            for denied in ("random.denied.ns/", "random.unwanted.ns/", "kubernetes.io/denied-label"):
+                assert not any(k.startswith(denied) for k in labels), denied
+            assert labels[f"{FNS}/e2e-kernel"] == "6.1"  # the worker's, untouched
+            for name in made:
+                api.delete_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, name)
+            made.clear()
+            e2e.wait_for(lambda: ours() == {}, what="labels gone with the objects")
+    finally:
+        for name in made:
+            api.delete_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, name)
