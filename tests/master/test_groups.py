@@ -4,10 +4,13 @@ kept current by the master, within etcd's object limit at any cluster size."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from nfd.features import Features
 from nfd.master.groups import STATUS_BUDGET, status_of
 from tests.fakeapi.errors import ApiError
 from tests.master.kubehelpers import kube_master, wait_for
@@ -107,3 +110,36 @@ def test_the_fake_refuses_what_etcd_refuses(fake_api):
         "nodefeaturegroups", "big", lambda o: o.update(status=status_of(set(names))), NS, subresource="status"
     )
     assert fake_api.objects.get("nodefeaturegroups", "big", NS)["status"]["nodeCount"] == 20_000
+
+
+UPSTREAM_E2E = Path(__file__).resolve().parents[1] / "fixtures" / "nodefeature" / "upstream-e2e"
+
+
+def upstream_group(file: str) -> dict[str, Any]:
+    obj: dict[str, Any] = yaml.safe_load((UPSTREAM_E2E / file).read_text())
+    obj["metadata"]["namespace"] = NS
+    return obj
+
+
+def test_upstreams_e2e_groups(fake_api):
+    fake_api.objects.create("nodefeaturegroups", upstream_group("nodefeaturegroup-1.yaml"), NS)
+    fake_api.objects.create("nodefeaturegroups", upstream_group("nodefeaturegroup-2.yaml"), NS)
+    fake = Features()  # what upstream's e2e fake source (and nodefeature-1.yaml) give
+    fake.set_attributes("kernel.version", {"major": "6", "minor": "8"})
+    fake.set_attributes("fake.attribute", {"attr_1": "true", "attr_2": "true", "attr_3": "10"})
+    fake.set_instances(
+        "fake.instance",
+        [{"name": "instance_1", "attr_1": "true", "attr_3": "100"}, {"name": "instance_2", "attr_1": "true"}],
+    )
+    plain = Features()
+    plain.set_attributes("cpu.model", {"family": "6"})
+    with kube_master(fake_api, nodefeatures__gc=False) as m:
+        for n, f in (("e2e-node", fake), ("plain-node", plain)):
+            fake_api.create_node(n)
+            assert (
+                m.client.put(f"/api/v1/nodes/{n}/features", json={"features": f.to_dict()}).status_code == 200
+            )
+        wait_for(lambda: members(fake_api, "e2e-test-1") == ["e2e-node"], what="kernel.version group")
+        wait_for(
+            lambda: members(fake_api, "e2e-test-2") == ["e2e-node"], what="matchAny/template/backref group"
+        )
