@@ -48,7 +48,9 @@ def env() -> dict[str, str]:
     return e
 
 
-def start_master(port: int, *extra: str, cpu: int | None = 0) -> subprocess.Popen[bytes]:
+def start_master(
+    port: int, *extra: str, cpu: int | None = 0, timeout: float = 30.0
+) -> subprocess.Popen[bytes]:
     # NFD_BENCH_PROFILE=FILE: run the master under cProfile, stats written at its exit.
     prof = (
         ["-m", "cProfile", "-o", os.environ["NFD_BENCH_PROFILE"]]
@@ -61,7 +63,7 @@ def start_master(port: int, *extra: str, cpu: int | None = 0) -> subprocess.Pope
         cmd = ["taskset", "-c", str(cpu), *cmd]
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"nfd-master-bench-{port}.log", "w")  # noqa: SIM115
     p = subprocess.Popen(cmd, env=env(), stderr=log)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):

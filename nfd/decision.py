@@ -14,6 +14,7 @@ from nfd.policy import (
     check_label,
     check_taint,
     dynamic_value,
+    qualified_labels,
     qualify,
 )
 from nfd.record import Record, field
@@ -54,6 +55,10 @@ class Decision(Record, frozen=True):
     rejected: dict[str, dict[str, str]] = field(default_factory=dict)
     # failing sources ("source cpu: ...") and rules ("object/rule: reason")
     rule_errors: tuple[str, ...] = ()
+    # Published label -> where it came from: "worker" (the built-in labels), "NodeFeature"
+    # (a NodeFeature object's spec.labels) or "NodeFeatureRule <name>". Free of node
+    # names, so nodes of one kind share decisions.
+    origins: dict[str, str] = field(default_factory=dict)
 
 
 def decide(
@@ -61,28 +66,39 @@ def decide(
     labels: Mapping[str, str],
     features: Features,
     rules: RuleOutput | None = None,
+    node_labels: Mapping[str, str] | None = None,
     policy: Policy = DEFAULT_POLICY,
     device_plugin_resources: Iterable[str] = (),
     errors: Iterable[str] = (),
 ) -> Decision:
     """The master's filtering, in upstream's order. ``labels``: the built-in labels
-    (named as sources name them); ``rules``: what the rules set (their labels come after
-    the built-in ones). Unprefixed label, annotation and extended-resource names get
+    (named as sources name them); ``node_labels``: what NodeFeature objects ask for
+    (upstream's order: the built-in labels, then these, then the rules' labels);
+    ``rules``: what the rules set. Unprefixed label, annotation and extended-resource names get
     ``feature.node.kubernetes.io/``; dynamic values (``@domain.feature.element``) of
     labels and extended resources are resolved; then each item is checked against
     ``policy``. Taints are kept only with ``policy.enable_taints`` and are otherwise
     reported as rejected. Extended resources a device plugin serves on the node are left
     to kubelet. ``errors`` (a failing source, say) are passed through."""
-    raw = dict(labels)
+    raw: dict[str, str] = {}
+    origin: dict[str, str] = {}
+    layers: list[tuple[Mapping[str, str], Callable[[str], str]]] = [
+        (labels, lambda _: "worker"),
+        (node_labels or {}, lambda _: "NodeFeature"),
+    ]
     annotations: Mapping[str, str] = {}
     resources: Mapping[str, str] = {}
     taints: Iterable[Taint] = ()
     matched: Mapping[str, str] | None = None
     all_errors = list(errors)
     if rules is not None:
-        raw.update(rules.labels)
+        by_rule = rules.label_origins
+        layers.append((rules.labels, lambda name: f"NodeFeatureRule {by_rule.get(name, '')}".rstrip()))
         annotations, resources, taints, matched = rules.annotations, rules.extended_resources, rules.taints, rules.matched
         all_errors += [str(e) for e in rules.errors]
+    for items, source in layers:  # later layers win; within one, the prefixed spelling
+        for name, value in qualified_labels(items).items():
+            raw[name], origin[name] = value, source(name)
     rejected: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
 
     def resolve(value: str) -> str:
@@ -134,4 +150,6 @@ def decide(
         taints=tuple(kept),
         rejected={k: v for k, v in rejected.items() if v},
         rule_errors=tuple(all_errors),
+        origins={name: origin[name] for name in accepted["labels"]},
     )
+

@@ -26,6 +26,16 @@ class FeatureFormatError(ValueError):
     """A serialised feature set does not have upstream's shape; the message names where."""
 
 
+class NullFlags(set[str]):
+    """A flag feature whose ``elements`` were null (or left out) rather than ``{}``:
+    present, but with no element set at all. Upstream's rule engine tells the two apart
+    (``matchExpressions: {}`` matches an empty set, not a null one)."""
+
+
+class NullAttributes(dict[str, str]):
+    """An attribute feature whose ``elements`` were null: see NullFlags."""
+
+
 class Features(Record):
     flags: dict[str, set[str]] = field(default_factory=dict)
     attributes: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -120,12 +130,18 @@ class Features(Record):
             raise FeatureFormatError(f"features: unknown key(s) {', '.join(sorted(unknown))}")
         out = cls()
         for name, body in _groups(data, "flags"):
-            elems = body.get("elements") or {}
+            elems = body.get("elements")
+            if elems is None:
+                out.flags[name] = NullFlags()
+                continue
             if not isinstance(elems, Mapping):
                 raise FeatureFormatError(f"flags.{name}.elements: expected an object")
             out.flags[name] = {str(e) for e in elems}
         for name, body in _groups(data, "attributes"):
-            elems = body.get("elements") or {}
+            elems = body.get("elements")
+            if elems is None:
+                out.attributes[name] = NullAttributes()
+                continue
             if not isinstance(elems, Mapping):
                 raise FeatureFormatError(f"attributes.{name}.elements: expected an object")
             for k, v in elems.items():

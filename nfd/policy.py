@@ -120,6 +120,17 @@ def qualify(name: str) -> str:
     return name if "/" in name else f"{FEATURE_NS}/{name}"
 
 
+def qualified_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """Names qualified; where one source gives both spellings of a name, the prefixed
+    one wins (as upstream's master)."""
+    out: dict[str, str] = {}
+    for name_as_written, value in labels.items():
+        name = qualify(name_as_written)
+        if name_as_written == name or name not in labels:
+            out[name] = value
+    return out
+
+
 def qualified_name_error(name: str) -> str | None:
     """Kubernetes' IsQualifiedName, as a reason or None."""
     ns, sep, base = name.partition("/")

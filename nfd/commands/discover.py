@@ -23,8 +23,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument("--config", metavar="FILE", help="worker config file (nfd-worker.conf)")
     p.add_argument(
-        "--output", "-o", choices=["labels", "json", "yaml"], default="labels",
-        help="labels: sorted key=value lines; json/yaml: {labels, features}",
+        "--output", "-o", choices=["labels", "json", "yaml", "nodefeature"], default="labels",
+        help="labels: sorted key=value lines; json/yaml: {labels, features}; nodefeature: the "
+        "NodeFeature object upstream's worker would write for this node (YAML; node from "
+        "NODE_NAME, namespace and owning pod from POD_NAMESPACE, POD_NAME, POD_UID)",
     )  # fmt: skip
     from nfd.commands._common import add_policy_arguments
 
@@ -37,7 +39,7 @@ _FAST_OPTIONS = {
     "--config": ("config", False), "--output": ("output", False), "-o": ("output", False),
     "--extra-label-ns": ("extra_label_ns", True), "--deny-label-ns": ("deny_label_ns", True),
 }  # fmt: skip
-_OUTPUTS = ("labels", "json", "yaml")
+_OUTPUTS = ("labels", "json", "yaml", "nodefeature")
 
 
 def parse_fast(argv: Sequence[str]) -> dict[str, object] | None:
@@ -106,6 +108,13 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     if args.output == "labels":
         out.write("".join(f"{k}={labelled.labels[k]}\n" for k in sorted(labelled.labels)))
+    elif args.output == "nodefeature":
+        import yaml
+
+        from nfd.nodefeature import worker_object_from_env
+
+        obj = worker_object_from_env(features=result.features, labels=labelled.labels)
+        out.write(yaml.safe_dump(obj, sort_keys=False))
     else:
         doc = {"labels": dict(sorted(labelled.labels.items())), "features": result.features.to_dict()}
         if args.output == "json":

@@ -41,6 +41,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-rule-watch", action="store_true", help="do not watch NodeFeatureRule objects in the cluster"
     )
+    p.add_argument(
+        "--gc-interval",
+        metavar="DURATION",
+        help="how often the leader deletes NodeFeature objects (and forgets what it holds) of "
+        "nodes that no longer exist (default 1h; 0 turns it off)",
+    )
+    p.add_argument(
+        "--no-nodefeature-watch",
+        action="store_true",
+        help="do not read NodeFeature objects (from upstream's workers, GPU feature discovery ...)",
+    )
     p.add_argument("--resync-period", metavar="DURATION", help="full resync of every node (default 1h)")
     p.add_argument(
         "--enable-leader-election", action="store_true",
@@ -172,6 +183,8 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         s.rules.rules_dir = Path(args.rules_dir)
     if args.no_rule_watch:
         s.rules.watch = False
+    if args.no_nodefeature_watch:
+        s.nodefeatures.watch = False
     if args.resync_period:
         try:
             period = parse_duration(args.resync_period, where="--resync-period")
@@ -180,6 +193,17 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         if period <= 0:
             raise CliError("--resync-period must be positive")
         s.kube.resync_period_s = period
+    if args.gc_interval:
+        try:
+            gc_every = parse_duration(args.gc_interval, where="--gc-interval")
+        except ConfigError as e:
+            raise CliError(str(e)) from None
+        if gc_every < 0:
+            raise CliError("--gc-interval must not be negative")
+        if gc_every == 0:
+            s.nodefeatures.gc = False
+        else:
+            s.nodefeatures.gc_interval_s = gc_every
     if args.enable_leader_election:
         s.leader.enabled = True
     for flag, attr, val in (

@@ -25,7 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     src = t.add_mutually_exclusive_group()
     src.add_argument(
-        "--features", metavar="FILE", help="raw features, upstream's JSON shape (or nfd discover -o json)"
+        "--features",
+        metavar="FILE",
+        help="raw features (upstream's JSON shape, nfd discover -o json) or a NodeFeature object (JSON or YAML)",
     )
     src.add_argument("--local", action="store_true", help="discover this machine's features (default)")
     t.add_argument("--host-root", metavar="DIR", help="with --local: host filesystem root")
@@ -61,11 +63,16 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(e)) from None
 
     rulesets, problems, origin = _load(args.rules)
-    features = _read_features(args.features) if args.features else _discover(args.host_root)
+    node_labels: dict[str, str] = {}
+    if args.features:
+        features, node_labels = _read_features(args.features)
+    else:
+        features = _discover(args.host_root)
 
     out = evaluate(rulesets, features, explain=args.explain)
-    # Only the rules' output: the built-in labels are what `nfd discover` prints.
-    pub = decide(labels={}, rules=out, features=features, policy=policy)
+    # Only the rules' output (and a NodeFeature's spec.labels, as upstream's master takes
+    # them): the built-in labels are what `nfd discover` prints.
+    pub = decide(labels={}, node_labels=node_labels, rules=out, features=features, policy=policy)
 
     err = sys.stderr
     failed = {(e.object, e.rule) for e in out.errors}
@@ -207,24 +214,39 @@ def _read_text(path: str, flag: str) -> str:
         raise CliError(f"{flag} {path}: {getattr(e, 'strerror', None) or e}") from None
 
 
-def _read_features(path: str) -> Features:
+def _read_features(path: str) -> tuple[Features, dict[str, str]]:
     """Upstream's feature JSON, ``nfd discover -o json`` ({labels, features}) or a
-    NodeFeature object (spec.features)."""
+    NodeFeature object (spec.features, and the labels it asks for), as JSON or YAML."""
     from nfd.cli import CliError
     from nfd.features import FeatureFormatError, Features
 
     text = _read_text(path, "--features")
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise CliError(f"--features {path}: not JSON ({e})") from None
+    except json.JSONDecodeError:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            why = getattr(e, "problem", None) or "cannot be parsed"
+            raise CliError(f"--features {path}: not JSON or YAML{where}: {why}") from None
+    labels: dict[str, str] = {}
     if isinstance(data, dict):
-        if isinstance(data.get("spec"), dict) and "features" in data["spec"]:
-            data = data["spec"]["features"]
-        elif "features" in data and set(data) <= {"labels", "features"}:
+        if data.get("kind") == "NodeFeature" or isinstance(data.get("spec"), dict):
+            from nfd.nodefeature import NodeFeatureError, parse
+
+            try:
+                obj = parse(data)
+            except NodeFeatureError as e:
+                raise CliError(f"--features {path}: {e}") from None
+            return obj.features, obj.labels
+        if "features" in data and set(data) <= {"labels", "features"}:
             data = data["features"]
     try:
-        return Features.from_dict(data or {})
+        return Features.from_dict(data or {}), labels
     except FeatureFormatError as e:
         raise CliError(f"--features {path}: {e}") from None
 

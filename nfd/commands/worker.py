@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from nfd import __version__
 
@@ -19,6 +20,12 @@ MIN_SLEEP_INTERVAL_S = 1.0
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--master", metavar="URL", help="the master's base URL (default $NFD_MASTER_URL)")
+    p.add_argument(
+        "--publish", choices=["master", "nodefeature", "both"], default="master",
+        help="where features go: the master (default), a NodeFeature object in upstream's shape "
+        "(for upstream's nfd-master; namespace and owner from POD_NAMESPACE, POD_NAME, POD_UID), or both",
+    )  # fmt: skip
+    p.add_argument("--kubeconfig", metavar="FILE", help="with --publish nodefeature|both outside a pod")
     p.add_argument("--config", metavar="FILE", help="worker config file (nfd-worker.conf)")
     p.add_argument(
         "--oneshot", action="store_true", help="one pass, deliver, exit (non-zero if not delivered)"
@@ -114,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         origin = "--node-name" if args.node_name else "NODE_NAME"
         raise CliError(f"{origin} {node!r}: not a node name: {bad_name}")
     master = args.master or os.environ.get("NFD_MASTER_URL", "")
-    if not master:
+    if not master and args.publish != "nodefeature":
         raise CliError("no master: give --master URL or set NFD_MASTER_URL", code=2)
 
     config = worker_config(args.config, warn=lambda w: log.warning("%s", w))
@@ -175,10 +182,32 @@ def run(args: argparse.Namespace) -> int:
         def plugin_resources(features: Features) -> list[str]:
             return served_resources(plugin_config, features=features, host=host)
 
-    try:
-        client = MasterClient(master, token_file=token_file, ca_file=ca_file)
-    except ValueError as e:
-        raise CliError(str(e)) from None
+    client: Any = None
+    if args.publish != "nodefeature":
+        try:
+            client = MasterClient(master, token_file=token_file, ca_file=ca_file)
+        except ValueError as e:
+            raise CliError(str(e)) from None
+    if args.publish != "master":
+        from nfd.labels import node_labels
+        from nfd.worker.nodefeature_publisher import Both, NodeFeaturePublisher
+
+        label_sources = default_registry().select(list(config.core.label_sources))
+
+        def labels_of(features: Features) -> dict[str, str]:
+            return node_labels(label_sources, features, config).labels
+
+        try:
+            publisher = NodeFeaturePublisher(
+                namespace=os.environ.get("POD_NAMESPACE") or "node-feature-discovery",
+                labels_of=labels_of,
+                pod_name=os.environ.get("POD_NAME", ""),
+                pod_uid=os.environ.get("POD_UID", ""),
+                kubeconfig=args.kubeconfig,
+            )
+        except Exception as e:  # no in-cluster config and no usable kubeconfig
+            raise CliError(f"--publish {args.publish}: no Kubernetes API access: {e}") from None
+        client = publisher if client is None else Both(client, publisher)
 
     metrics = None
     port = DEFAULT_STATUS_PORT if args.port is None else args.port

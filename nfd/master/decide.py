@@ -118,7 +118,14 @@ class Decider:
             log.warning("rule evaluation failed: %s: %s", type(e).__name__, e)
             return RuleOutput(errors=[RuleError("*", "*", f"{type(e).__name__}: {e}")])
 
-    def decide(self, features: Features, device_plugin_resources: Iterable[str] = ()) -> Decision:
+    def decide(
+        self,
+        features: Features,
+        device_plugin_resources: Iterable[str] = (),
+        node_labels: Mapping[str, str] = {},
+    ) -> Decision:
+        """``node_labels``: qualified name -> value that the node's NodeFeature objects
+        ask for; they override the built-in labels and rule labels override them."""
         reads: set[str] = set()
         recorded = Features(
             flags=_Recording(features.flags, reads),
@@ -126,19 +133,25 @@ class Decider:
             instances=_Recording(features.instances, reads),
         )
         try:
-            return self._decide(recorded, device_plugin_resources)
+            return self._decide(recorded, device_plugin_resources, node_labels)
         finally:
             if ALL in reads:
                 self._reads_all = True
             self._reads |= reads
 
-    def _decide(self, features: Features, device_plugin_resources: Iterable[str]) -> Decision:
+    def _decide(
+        self,
+        features: Features,
+        device_plugin_resources: Iterable[str],
+        node_labels: Mapping[str, str],
+    ) -> Decision:
         raw, source_errors = source_labels(self.sources, features, self.config)
         return decide(
             labels=raw,
             features=features,
             rules=self._rule_output(features) if self.rulesets else None,
             policy=self.policy,
+            node_labels=node_labels,
             device_plugin_resources=device_plugin_resources,
             errors=[f"source {n}: {e}" for n, e in sorted(source_errors.items())],
         )

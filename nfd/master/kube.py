@@ -322,3 +322,35 @@ class KubeApi:
                 group, version, plural, _preload_content=False, _request_timeout=self.timeout
             )
         )
+
+    async def list_custom_all(
+        self, group: str, version: str, plural: str, *, limit: int, cont: str | None
+    ) -> dict[str, Any]:
+        """One page of a custom resource across all namespaces."""
+        return await self._call(  # type: ignore[no-any-return]
+            lambda: self.custom.list_cluster_custom_object(
+                group,
+                version,
+                plural,
+                limit=limit,
+                _continue=cont or None,
+                _preload_content=False,
+                _request_timeout=self.timeout,
+            )
+        )
+
+    async def delete_custom(self, group: str, version: str, namespace: str, plural: str, name: str) -> None:
+        await self._call(
+            lambda: self.custom.delete_namespaced_custom_object(
+                group, version, namespace, plural, name, _preload_content=False, _request_timeout=self.timeout
+            )
+        )
+
+    async def patch_custom_status(
+        self, group: str, version: str, namespace: str, plural: str, name: str, ops: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """JSON Patch on a namespaced custom object's status subresource."""
+        from urllib.parse import quote
+
+        path = f"/apis/{group}/{version}/namespaces/{quote(namespace, safe='')}/{plural}/{{name}}/status"
+        return await self._call(lambda: self._json_patch(path, name, ops))  # type: ignore[no-any-return]

@@ -10,9 +10,12 @@ from dataclasses import dataclass, field
 from nfd.master.auth import Authenticator
 from nfd.master.decide import Decider
 from nfd.master.forward import Forwarder
+from nfd.master.gc import GarbageCollector
+from nfd.master.groups import GroupManager
 from nfd.master.kube import KubeApi, NoClusterError, load_api_client
 from nfd.master.leader import LeaderElector
 from nfd.master.metrics import Metrics
+from nfd.master.nodefeatures import NodeFeatureWatcher
 from nfd.master.podwatch import PodWatch
 from nfd.master.publisher import KubePublisher, MemoryPublisher
 from nfd.master.readauth import ReadAuthorizer
@@ -49,6 +52,9 @@ class Runtime:
     # Readers of the API (None with --no-auth: reads are open then, as writes are).
     readers: ReadAuthorizer | None = None
     pods: PodWatch | None = None
+    nodefeatures: NodeFeatureWatcher | None = None
+    gc: GarbageCollector | None = None
+    groups: GroupManager | None = None
     replica: Replica | None = field(init=False, default=None)
     peer_auth: PeerAuth = field(init=False)
 
@@ -94,6 +100,8 @@ class Runtime:
         need that)."""
         if not self.rules.synced:
             return False, "NodeFeatureRules not listed yet"
+        if self.nodefeatures is not None and not self.nodefeatures.synced:
+            return False, "NodeFeature objects not listed yet"
         if self.replica is not None and not self.replica.ready():
             return False, "copying the nodes' features from the leader"
         if self.elector is not None:
@@ -106,7 +114,13 @@ class Runtime:
         await self.rules.start()
         if self.pods is not None:
             await self.pods.start()
+        if self.nodefeatures is not None:
+            await self.nodefeatures.start()
         await self.publisher.start()
+        if self.groups is not None:
+            await self.groups.start()
+        if self.gc is not None:
+            self.gc.start()
         if self.elector is not None:
             self.elector.start()
         if self.replica is not None:
@@ -118,6 +132,12 @@ class Runtime:
             self.pods.stop()
         if self.replica is not None:
             await self.replica.stop()
+        if self.nodefeatures is not None:
+            self.nodefeatures.stop()
+        if self.gc is not None:
+            self.gc.stop()
+        if self.groups is not None:
+            self.groups.stop()
         if self.elector is not None:
             await self.elector.stop()
         await self.publisher.stop()
@@ -173,6 +193,8 @@ def build_runtime(
     service.min_reeval_interval = settings.rules.min_interval_s
     elector: LeaderElector | None = None
     rules: RuleWatcher | None = None
+    nodefeatures: NodeFeatureWatcher | None = None
+    service.own_namespace = settings.nodefeatures.namespace
     publisher: KubePublisher | MemoryPublisher
     if settings.kube.publish and api is not None:
         kp = KubePublisher(
@@ -182,7 +204,10 @@ def build_runtime(
             metrics=metrics,
             # Nothing is written before the cluster's rules are known: labels would be
             # removed and re-added (upstream #1802).
-            may_write=lambda: (elector is None or elector.leader) and (rules is None or rules.synced),
+            # Nor before the NodeFeature objects are: their labels would be removed.
+            may_write=lambda: (elector is None or elector.leader)
+            and (rules is None or rules.synced)
+            and (nodefeatures is None or nodefeatures.synced),
             on_gone=service.forget,
         )
         publisher = kp
@@ -213,6 +238,18 @@ def build_runtime(
         on_change=service.set_rules,
         on_synced=publisher.resume if isinstance(publisher, KubePublisher) else None,
     )
+    if api is not None and settings.nodefeatures.watch:
+
+        def nodefeatures_synced() -> None:
+            if isinstance(publisher, KubePublisher):
+                publisher.resume()
+
+        nodefeatures = NodeFeatureWatcher(
+            api=api,
+            page_size=settings.kube.list_page_size,
+            on_node=service.set_node_objects,
+            on_synced=nodefeatures_synced,
+        )
     if settings.rules.rules_dir is not None:
         try:
             rules.load_files()
@@ -241,6 +278,29 @@ def build_runtime(
         ),
         readers=readers,
         pods=pods,
+        nodefeatures=nodefeatures,
+        gc=GarbageCollector(
+            api=api,
+            service=service,
+            index=nodefeatures.index if nodefeatures is not None else None,
+            interval_s=settings.nodefeatures.gc_interval_s,
+            page_size=settings.kube.list_page_size,
+            # Only the leader, and only once it knows the cluster's objects.
+            is_leader=lambda: (elector is None or elector.leader)
+            and (nodefeatures is None or nodefeatures.synced),
+        )
+        if api is not None and settings.kube.publish and settings.nodefeatures.gc
+        else None,
+        groups=GroupManager(
+            service=service,
+            api=api,
+            page_size=settings.kube.list_page_size,
+            # Statuses are the leader's to write, from the whole cluster's objects.
+            may_write=lambda: (elector is None or elector.leader)
+            and (nodefeatures is None or nodefeatures.synced),
+        )
+        if api is not None and settings.kube.publish and settings.nodefeatures.groups
+        else None,
     )
 
 

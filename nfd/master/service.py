@@ -16,10 +16,11 @@ from typing import Any
 from nfd.decision import Decision
 from nfd.features import Features
 from nfd.master.decide import Decider
-from nfd.master.featurestore import GroupCache, encode
+from nfd.master.featurestore import Encoded, GroupCache, encode
 from nfd.master.metrics import Metrics
 from nfd.master.publisher import MemoryPublisher, Publisher
 from nfd.master.state import NodeRecord, NodeStore, now
+from nfd.nodefeature import NodeFeatureObject, merge
 from nfd.rules import RuleSet
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ def _decision_key(d: Decision) -> str:
         [str(t) for t in d.taints],
         d.rejected,
         d.rule_errors,
+        d.origins,
     ]
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
@@ -49,10 +51,10 @@ class MasterService:
         self.decider = decider
         self.metrics = metrics
         self.publisher: Publisher = publisher or MemoryPublisher(self.store)
-        # (rules generation, relevant features, device-plugin resources) -> decision:
-        # nodes that differ only in what no label function or rule reads share one
-        # decision; a decision made under older rules is never found again.
-        self._decisions: dict[tuple[int, str, frozenset[str]], Decision] = {}
+        # (rules generation, relevant features, device-plugin resources, NodeFeature
+        # labels) -> decision: nodes that differ only in what no label function or rule
+        # reads share one decision; a decision made under older rules is never found again.
+        self._decisions: dict[tuple[int, str, frozenset[str], str], Decision] = {}
         self.rules_generation = 0
         self._groups = GroupCache()
         # Equal decisions are one object, whatever features led to them.
@@ -62,6 +64,13 @@ class MasterService:
         self._last_reeval = 0.0
         self.min_reeval_interval = 1.0
         self.rules_synced = True
+        # Per node, from its NodeFeature objects (nfd.master.nodefeatures): the objects,
+        # and the labels they ask for (qualified name -> value).
+        self.node_objects: dict[str, list[NodeFeatureObject]] = {}
+        self._node_labels: dict[str, dict[str, str]] = {}
+        self.own_namespace = ""
+        # Called with a node's name when its (merged) features change or it goes.
+        self.feature_listeners: list[Callable[[str], None]] = []
 
     # -- decisions --------------------------------------------------------------------
     def _projection(self, parts: Iterable[tuple[str, str, str]]) -> str:
@@ -70,24 +79,95 @@ class MasterService:
         return hashlib.sha256(relevant.encode()).hexdigest()
 
     def _decision(
-        self, parts: Iterable[tuple[str, str, str]], features: Callable[[], Features], dpr: frozenset[str]
+        self,
+        parts: Iterable[tuple[str, str, str]],
+        features: Callable[[], Features],
+        dpr: frozenset[str],
+        node_labels: Mapping[str, str] | None = None,
     ) -> Decision:
         parts = list(parts)
+        nl = node_labels or {}
         generation = self.rules_generation
-        d = self._decisions.get((generation, self._projection(parts), dpr))
+        lkey = hashlib.sha256(json.dumps(sorted(nl.items())).encode()).hexdigest() if nl else ""
+        d = self._decisions.get((generation, self._projection(parts), dpr, lkey))
         if d is None:
-            d = self.decider.decide(features(), dpr)
+            d = self.decider.decide(features(), dpr, nl)
             if d.rule_errors:
                 self.metrics.rule_errors.inc(len(d.rule_errors))
             d = self._interned.setdefault(_decision_key(d), d)
             if len(self._decisions) > 2 * len(self.store) + 1000:
                 self._decisions.clear()  # keys of nodes long changed: start afresh
             # Keyed by what this decision read (the decider knows it now).
-            self._decisions[(generation, self._projection(parts), dpr)] = d
+            self._decisions[(generation, self._projection(parts), dpr, lkey)] = d
         return d
 
     def _release(self, digest: str) -> None:
         self.store.features.release(digest)
+
+    def _features_changed(self, name: str) -> None:
+        for listener in self.feature_listeners:
+            listener(name)
+
+    def _merged(
+        self, objs: list[NodeFeatureObject], own: Features, own_enc: Encoded | None = None
+    ) -> tuple[Encoded, Callable[[], Features]]:
+        if own_enc is not None and not any(o.features.names() for o in objs):
+            # Labels only (GPU feature discovery's objects): the features are the worker's.
+            return own_enc, lambda: own
+        merged = merge(objs, self.own_namespace, base=own)
+        return encode(merged.features.to_dict(), self._groups), lambda: merged.features
+
+    def _own_encoded(self, digest: str) -> Encoded:
+        parts = self.store.features.parts(digest)
+        return Encoded(digest, tuple((k, n, h, "") for k, n, h in parts))
+
+    # -- NodeFeature objects ----------------------------------------------------------
+    def set_node_objects(self, name: str, objs: Sequence[NodeFeatureObject]) -> bool:
+        """The NodeFeature objects of node ``name`` changed (``objs``: all of them now).
+        Re-decides the node; True if its decision changed. A node known only from
+        objects (no worker of ours posts for it) gets a record of its own."""
+        objs = list(objs)
+        merged = merge(objs, self.own_namespace)
+        if objs:
+            self.node_objects[name] = objs
+            self._node_labels[name] = merged.labels
+        else:
+            self.node_objects.pop(name, None)
+            self._node_labels.pop(name, None)
+        rec = self.store.get(name)
+        if rec is None:
+            if not objs:
+                return False
+            empty = encode({}, self._groups)
+            self.store.features.put(empty)  # as its own features
+            self.store.features.put(empty)  # as the effective ones, released below
+            rec = NodeRecord(name, empty.digest, frozenset(), "", Decision(), now(), has_worker=False)
+            self.store.nodes[name] = rec
+            self.metrics.nodes.set(len(self.store))
+        rec.label_objects = merged.origins
+        own_digest = rec.own_digest
+        own = self.store.features.get(own_digest)
+        if objs and any(o.features.names() for o in objs):
+            eff, load = self._merged(objs, own)
+        else:  # the worker's own features, as stored
+            eff, load = self._own_encoded(own_digest), lambda: own
+        self.store.features.put(eff)
+        old = rec.digest
+        rec.digest = eff.digest
+        rec.worker_digest = own_digest if eff.digest != own_digest else ""
+        self._release(old)
+        if old != eff.digest:
+            self._features_changed(name)
+        parts = [(k, n, h) for k, n, h, _ in eff.parts]
+        decision = self._decision(parts, load, rec.device_plugin_resources, self._node_labels.get(name))
+        if rec.decision == decision:
+            rec.decision = decision
+            return False
+        rec.decision, rec.updated = decision, now()
+        rec.generation += 1
+        self.metrics.count_rejected(decision.rejected)
+        self.publisher.enqueue(name)
+        return True
 
     # -- worker input -----------------------------------------------------------------
     def submit(
@@ -108,19 +188,32 @@ class MasterService:
         digest = enc.digest
         # A worker re-sending what it sent before (it restarted, or heartbeats are off)
         # costs no decision and no write.
-        if rec is not None and digest == rec.digest and dpr == rec.device_plugin_resources:
+        if rec is not None and rec.has_worker and digest == rec.own_digest and dpr == rec.device_plugin_resources:
             return Submitted(rec, False)
         self.store.features.put(enc)
-        parts = [(k, n, h) for k, n, h, _ in enc.parts]
-        decision = self._decision(parts, lambda: Features.from_dict(features), dpr)
+        objs = self.node_objects.get(name)
+        if objs:
+            eff, load = self._merged(objs, Features.from_dict(features), enc)
+        else:
+            eff, load = enc, lambda: Features.from_dict(features)
+        self.store.features.put(eff)
+        parts = [(k, n, h) for k, n, h, _ in eff.parts]
+        decision = self._decision(parts, load, dpr, self._node_labels.get(name))
+        worker_digest = digest if eff.digest != digest else ""
         if rec is None:
-            rec = NodeRecord(name, digest, dpr, nfd_version, decision, now(), last_seen=time.monotonic())
+            rec = NodeRecord(name, eff.digest, dpr, nfd_version, decision, now(), last_seen=time.monotonic())
+            rec.worker_digest = worker_digest
             self.store.nodes[name] = rec
             self.metrics.nodes.set(len(self.store))
+            self._features_changed(name)
         else:
-            old = rec.digest
-            rec.digest, rec.device_plugin_resources, rec.nfd_version = digest, dpr, nfd_version
+            old, old_own = rec.digest, rec.own_digest
+            rec.digest, rec.device_plugin_resources, rec.nfd_version = eff.digest, dpr, nfd_version
+            rec.worker_digest, rec.has_worker = worker_digest, True
             self._release(old)
+            self._release(old_own)
+            if old != eff.digest:
+                self._features_changed(name)
             if rec.decision == decision:
                 rec.decision = decision
                 return Submitted(rec, False)
@@ -136,14 +229,18 @@ class MasterService:
         if rec is None:
             return False
         rec.last_seen = time.monotonic()
-        return rec.digest == digest
+        return rec.has_worker and rec.own_digest == digest
 
     def forget(self, name: str) -> None:
         """The Node is gone and its worker silent: drop what the master holds for it
         (a cluster that replaces nodes must not grow the master, upstream #1841)."""
+        # The node's NodeFeature objects stay known (they go when the objects do, by
+        # garbage collection): a worker that comes back gets them merged again.
         rec = self.store.nodes.pop(name, None)
         if rec is not None:
             self._release(rec.digest)
+            self._release(rec.own_digest)
+            self._features_changed(name)
             self.metrics.nodes.set(len(self.store))
             log.info("node %s: gone from the cluster; forgotten", name)
 
@@ -185,7 +282,7 @@ class MasterService:
 
             parts = self.store.features.parts(digest)
             for rec in recs:
-                d = self._decision(parts, features, rec.device_plugin_resources)
+                d = self._decision(parts, features, rec.device_plugin_resources, self._node_labels.get(rec.name))
                 if d != rec.decision:
                     rec.decision, rec.updated = d, now()
                     rec.generation += 1

@@ -142,6 +142,18 @@ class RulesSettings(BaseModel):
     rules_plural: str = "nodefeaturerules"
 
 
+class NodeFeatureSettings(BaseModel):
+    # Read NodeFeature objects (upstream's workers, GPU feature discovery, ...).
+    watch: bool = True
+    # The namespace whose objects upstream merges first (nfd's own).
+    namespace: str = Field(default_factory=_default_namespace)
+    # Garbage collection of what is kept per node, for nodes gone (upstream's nfd-gc).
+    gc_interval_s: float = Field(default=3600.0, gt=0)
+    gc: bool = True
+    # Keep NodeFeatureGroup statuses current.
+    groups: bool = True
+
+
 class MasterSettings(BaseSettings):
     # WorkerConfig is a record (nfd.record), not a pydantic model: taken as it is.
     model_config = SettingsConfigDict(
@@ -155,5 +167,6 @@ class MasterSettings(BaseSettings):
     kube: KubeSettings = KubeSettings()
     leader: LeaderSettings = Field(default_factory=LeaderSettings)
     rules: RulesSettings = RulesSettings()
+    nodefeatures: NodeFeatureSettings = Field(default_factory=NodeFeatureSettings)
     # Central label configuration (``core.labelWhiteList``, ``sources.*``); not from env.
     labeling: WorkerConfig = Field(default_factory=WorkerConfig, exclude=True)

@@ -49,6 +49,16 @@ class NodeRecord:
     generation: int = 0  # bumped on every new decision
     body_hash: bytes = b""  # of the last features request: an identical one is answered at once
     last_seen: float = 0.0  # monotonic time of the worker's last request
+    # The worker's own features, when NodeFeature objects add to them (``digest`` is
+    # then the merged set); "" when ``digest`` is the worker's.
+    worker_digest: str = ""
+    has_worker: bool = True  # False: known only from NodeFeature objects
+    # Label -> "NodeFeature <namespace>/<name>" that asked for it.
+    label_objects: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def own_digest(self) -> str:
+        return self.worker_digest or self.digest
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any
 
 from nfd.decision import Taint
 from nfd.features import Features
-from nfd.rules.evaluate import FeatureView, RuleTrace, execute, merge_names
+from nfd.rules.evaluate import FEATURE_NS, FeatureView, RuleTrace, execute, merge_names
 from nfd.rules.expressions import EvalError
 from nfd.rules.model import Rule, RuleParseError, parse_rule
 
@@ -46,6 +46,8 @@ class RuleOutput:
     # The ``rule.matched`` feature after the last rule (labels and vars of every rule
     # that matched), for dynamic values that refer to it.
     matched: dict[str, str] = field(default_factory=dict)
+    # Qualified label name -> the NodeFeatureRule object that set it last.
+    label_origins: dict[str, str] = field(default_factory=dict)
     # Per rule: matched or not and why (only when evaluate(..., explain=True)).
     traces: list[RuleTrace] = field(default_factory=list)
 
@@ -66,7 +68,9 @@ def load_rulesets(docs: Iterable[Any]) -> tuple[list[RuleSet], list[RuleError]]:
     """Parse NodeFeatureRule objects (dicts as from YAML or the API server). Objects of
     other kinds are skipped; an invalid rule is reported and the object's other rules
     are kept. The result is sorted by object name, as upstream processes them."""
-    out: list[RuleSet] = []
+    # By name: an object given twice is replaced by the later one, as ``kubectl apply``
+    # of the documents in order would leave it.
+    by_name: dict[str, tuple[RuleSet, list[RuleError]]] = {}
     errors: list[RuleError] = []
     for index, doc in enumerate(_flatten(docs)):
         if not isinstance(doc, Mapping):
@@ -85,18 +89,23 @@ def load_rulesets(docs: Iterable[Any]) -> tuple[list[RuleSet], list[RuleError]]:
         if raw_rules is None:
             raw_rules = []
         if not isinstance(raw_rules, list):
+            # The API server would refuse it: an earlier object of that name stays.
             errors.append(RuleError(name, "", "spec.rules: expected a list"))
             continue
         rules: list[Rule] = []
+        own: list[RuleError] = []
         for i, raw in enumerate(raw_rules):
             try:
                 rules.append(parse_rule(raw, f"spec.rules[{i}]"))
             except RuleParseError as e:
                 rname = raw.get("name") if isinstance(raw, Mapping) else None
-                errors.append(RuleError(name, rname if isinstance(rname, str) else f"#{i}", str(e)))
-        out.append(RuleSet(name=name, rules=tuple(rules)))
-    out.sort(key=lambda rs: rs.name)
-    return out, errors
+                own.append(RuleError(name, rname if isinstance(rname, str) else f"#{i}", str(e)))
+        replaced = by_name.get(name)
+        if replaced is not None:  # its problems went with it
+            errors = [e for e in errors if not any(e is r for r in replaced[1])]
+        by_name[name] = (RuleSet(name=name, rules=tuple(rules)), own)
+        errors.extend(own)
+    return [by_name[n][0] for n in sorted(by_name)], errors
 
 
 def _flatten(docs: Iterable[Any]) -> Iterator[Any]:
@@ -130,10 +139,16 @@ def evaluate(rulesets: Sequence[RuleSet], features: Features, *, explain: bool =
                 continue
             if explain:
                 out.traces.append(RuleTrace(rs.name, rule.name, res.matched, res.reason))
+            # Upstream feeds every evaluated rule's output back, matched or not, so
+            # ``rule.matched`` exists (empty) once any rule has been evaluated without
+            # an error: a later bare ``rule.matched`` term then matches.
+            view.ensure_matched()
             if not res.matched:
                 continue
             out.taints.extend(rule.taints)
             merge_names(out.labels, res.labels)
+            for k in res.labels:
+                out.label_origins[k if "/" in k else f"{FEATURE_NS}/{k}"] = rs.name
             merge_names(out.extended_resources, rule.extended_resources)
             merge_names(out.annotations, rule.annotations)
             out.vars.update(res.vars)

@@ -6,7 +6,9 @@
   neither always matches. Each matched ``matchAny`` element runs the templates with its
   own matched elements; without templates the first match is enough.
 - The labels and vars of each matched rule become attributes of the feature
-  ``rule.matched`` for the rules after it (names as the rule wrote them).
+  ``rule.matched`` for the rules after it (names as the rule wrote them). The feature
+  exists, empty, as soon as one rule has been evaluated without an error, matched or
+  not.
 - Templates run first; static ``labels``/``vars`` override what they produced.
 """
 
@@ -60,6 +62,10 @@ class FeatureView:
         f = self.features
         attrs = self.matched if name == BACKREF else f.attributes.get(name)
         return f.flags.get(name), attrs, f.instances.get(name)
+
+    def ensure_matched(self) -> None:
+        if self.matched is None:
+            self.matched = {}
 
     def add_matched(self, values: Mapping[str, str]) -> None:
         if self.matched is None:

@@ -16,12 +16,13 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from nfd.features import NullAttributes, NullFlags
 from nfd.rules.model import OPS, Expr
 
 Element = Mapping[str, str]
 
 _INT = re.compile(r"[+-]?\d+")
-_VERSION = re.compile(r"([+-]?\d+)(?:\.([+-]?\d+)(?:\.([+-]?\d+))?)?")
+_VERSION = re.compile(r"v?(\d+)(?:\.(\d+)(?:\.(\d+))?)?")
 
 
 class EvalError(Exception):
@@ -36,8 +37,9 @@ def _atoi(s: str, what: str) -> int:
 
 
 def parse_version(s: str) -> tuple[int, int, int]:
-    """``major[.minor[.patch]]`` (``%d.%d.%d``, ``%d.%d``, ``%d``); missing parts are 0 and
-    text after the last number (``-13-amd64``) is ignored, as Go's Sscanf does."""
+    """``[v]major[.minor[.patch]]``; missing parts are 0 and text after the last number
+    (``-13-amd64``) is ignored. A leading ``v`` is accepted and a sign is not, as
+    upstream v0.19 parses versions (``v1.2.3`` compares as 1.2.3, ``-1`` is an error)."""
     m = _VERSION.match(s)
     if m is None:
         raise ValueError(s)
@@ -109,7 +111,8 @@ def evaluate(e: Expr, valid: bool, value: str | None) -> bool:
                 f"invalid expression, 'value' field must contain exactly two elements for Op {op!r} (have {list(e.values)})"
             )
         v, (lo, hi) = _cmp_operands(e, value)
-        if lo >= hi:
+        # GeLe takes equal bounds (a single value); GtLt could never match them.
+        if lo > hi or (lo == hi and op == "GtLt"):
             raise EvalError(
                 f"invalid expression, value[0] must be less than value[1] for Op {op!r} (have {list(e.values)})"
             )
@@ -160,6 +163,12 @@ def match_multi(
     """Upstream's MatchMulti: flags and attributes of a feature are matched as a union
     (an expression matches if it matches either), instances separately (an instance
     matches if every expression does); the feature matches if either side does."""
+    # A feature whose element set is null takes part in no match (upstream passes a nil
+    # map); an empty one still does (``matchExpressions: {}`` matches it).
+    if isinstance(flags, NullFlags):
+        flags = None
+    if isinstance(attrs, NullAttributes):
+        attrs = None
     elems: list[Element] = []
     ok = flags is not None or attrs is not None
     for name, e in exprs:

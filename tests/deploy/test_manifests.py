@@ -292,6 +292,9 @@ def test_master_rbac_is_exactly_what_it_needs(built: dict[str, list[dict[str, An
         ("authentication.k8s.io", "tokenreviews", ("create",)),
         ("authorization.k8s.io", "subjectaccessreviews", ("create",)),
         ("nfd.k8s-sigs.io", "nodefeaturerules", ("get", "list", "watch")),
+        ("nfd.k8s-sigs.io", "nodefeatures", ("delete", "get", "list", "watch")),
+        ("nfd.k8s-sigs.io", "nodefeaturegroups", ("get", "list", "watch")),
+        ("nfd.k8s-sigs.io", "nodefeaturegroups/status", ("patch",)),
     }
     role = find(docs, "Role", "nfd-master")
     named = {"leases": "nfd-master.nfd.kubernetes.io", "secrets": "nfd-master-tls", "configmaps": "nfd-master-ca"}

@@ -718,6 +718,12 @@ class ServerCore:
         self._thread.start()
         return self
 
+    def drop_connections(self) -> None:
+        """Close every open connection (watches included), as a restarting API server
+        or a load balancer would; the server keeps accepting new ones."""
+        if self._httpd is not None:
+            self._httpd.close_all()
+
     def stop(self) -> None:
         self.stopping.set()
         self.store.close()

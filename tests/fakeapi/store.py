@@ -24,6 +24,9 @@ def now_rfc3339() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+ETCD_MAX_REQUEST = 1536 * 1024
+
+
 def _encode(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
@@ -251,9 +254,13 @@ class Store:
     def _commit(
         self, rt: ResourceType, key: tuple[str, str], old: Stored | None, new: dict[str, Any], kind: str
     ) -> Stored:
-        self._rv += 1
-        new["metadata"]["resourceVersion"] = str(self._rv)
+        new["metadata"]["resourceVersion"] = str(self._rv + 1)
         stored = _store(rt, new)
+        if len(stored.raw) > ETCD_MAX_REQUEST:
+            # etcd's request limit (--max-request-bytes, 1.5 MiB by default): the API
+            # server passes etcd's refusal on as an internal error.
+            raise ApiError(500, "etcdserver: request is too large")
+        self._rv += 1
         self._objects[rt.key][key] = stored
         self._record(Event(self._rv, kind, rt.key, key[0], stored, old))
         return stored

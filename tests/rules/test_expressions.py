@@ -120,7 +120,9 @@ INSTANCE_CASES = [
     ("Lt", ["2"], "num", False),
     ("Le", ["2"], "num", True),
     ("GtLt", ["2", "10"], "num", False),
-    ("GeLe", ["2", "2"], "num", None),  # bounds not ordered: an error
+    ("GeLe", ["2", "2"], "num", True),  # equal bounds: exactly 2
+    ("GeLe", ["3", "2"], "num", None),  # bounds not ordered: an error
+    ("GtLt", ["2", "2"], "num", None),  # GtLt with equal bounds could never match: an error
     ("GeLe", ["3", "10"], "num", True),
     ("IsTrue", [], "vendor", False),
     ("IsFalse", [], "vendor", False),
@@ -189,8 +191,15 @@ def test_match_name(h: SimpleNamespace, feature: str, name: dict[str, Any], want
         ("Lt", ["5.16.0"], True),
         ("Le", ["5"], False),
         ("GtLt", ["5.10", "6"], True),
-        ("GeLe", ["5.15.0", "5.15.0"], None),  # not ordered: error
+        ("GeLe", ["5.15.0", "5.15.0"], True),  # equal bounds: that version only
+        ("GeLe", ["5.15.1", "5.15.1"], False),
+        ("GeLe", ["5.15.1", "5.15.0"], None),  # not ordered: error
+        ("GtLt", ["5.15.0", "5.15.0"], None),
         ("GeLe", ["5.15.0", "5.15.1"], True),
+        ("Gt", ["v5.4"], True),  # a leading v is part of the version syntax
+        ("Ge", ["v5.15.0"], True),
+        ("Gt", ["v5.15"], False),
+        ("Lt", ["-6"], None),  # a sign is not
     ],
 )
 def test_version_type(h: SimpleNamespace, op: str, values: list[str], want: bool | None) -> None:
@@ -222,8 +231,26 @@ def test_parse_version() -> None:
     assert parse_version("6") == (6, 0, 0)
     assert parse_version("6.8") == (6, 8, 0)
     assert parse_version("6.8.0-45-generic") == (6, 8, 0)
-    with pytest.raises(ValueError):
-        parse_version("v6")
+    assert parse_version("v6") == (6, 0, 0)
+    assert parse_version("v1.2.3") == (1, 2, 3)
+    for bad in ("-11", "+1", "vv1", "x1", ""):
+        with pytest.raises(ValueError):
+            parse_version(bad)
+
+
+def test_leading_v_on_the_node_side(h: SimpleNamespace) -> None:
+    f = Features()
+    f.set_attributes("t.attr", {"ver": "v1.2.3"})
+    rs = h.one_rule(
+        {
+            "labels": {"hit": "true"},
+            "matchFeatures": [
+                {"feature": "t.attr", "matchExpressions": {"ver": {"op": "GeLe", "value": ["1.2.3", "v1.2.3"], "type": "version"}}}
+            ],
+        }
+    )
+    out = h.run(rs, f)
+    assert out.errors == [] and out.labels == {"hit": "true"}
 
 
 @pytest.mark.parametrize(

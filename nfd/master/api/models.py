@@ -85,6 +85,10 @@ class NodeStatus(NodeResponse):
     inSync: bool = False
     lastError: str = ""
     ruleErrors: list[str] = []
+    labelOrigins: dict[str, str] = Field(
+        default={},
+        description="label -> where it came from: worker, NodeFeature <namespace>/<name>, NodeFeatureRule <name>",
+    )
 
 
 class NodeList(BaseModel):

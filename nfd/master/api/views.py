@@ -18,7 +18,7 @@ def response_dict(rec: NodeRecord) -> dict[str, Any]:
     d = rec.decision
     return {
         "node": rec.name,
-        "digest": rec.digest,
+        "digest": rec.own_digest,
         "labels": d.labels,
         "annotations": d.annotations,
         "extendedResources": d.extended_resources,
@@ -41,7 +41,7 @@ def response_json(rec: NodeRecord) -> bytes:
         middle = json.dumps(whole)[1:-1]
         d.__dict__["_response_json"] = middle  # frozen dataclass: a cache, not state
     return (
-        f'{{"node": {json.dumps(rec.name)}, "digest": {json.dumps(rec.digest)}, {middle}, '
+        f'{{"node": {json.dumps(rec.name)}, "digest": {json.dumps(rec.own_digest)}, {middle}, '
         f'"updated": {json.dumps(_ts(rec.updated))}}}'
     ).encode()
 
@@ -56,5 +56,8 @@ def status_dict(rec: NodeRecord) -> dict[str, Any]:
         inSync=rec.published is not None and rec.published >= rec.updated and not rec.last_error,
         lastError=rec.last_error,
         ruleErrors=list(rec.decision.rule_errors),
+        labelOrigins={
+            k: rec.label_objects.get(k, o) if o == "NodeFeature" else o for k, o in rec.decision.origins.items()
+        },
     )
     return out

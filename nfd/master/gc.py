@@ -1,0 +1,114 @@
+"""Garbage collection, as upstream's nfd-gc does it: NodeFeature objects of nodes that no
+longer exist are deleted, and the master forgets what it holds for such nodes. Only the
+leader collects (a follower's view may be stale, and two collectors would race); it runs
+as a periodic APScheduler job on the master's event loop."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any
+
+from nfd.master.kube import KubeApi, KubeError
+from nfd.master.nodefeatures import NodeFeatureIndex
+from nfd.master.service import MasterService
+from nfd.nodefeature import GROUP, PLURAL, VERSION
+
+log = logging.getLogger(__name__)
+
+JOB_ID = "nfd-master-gc"
+
+
+@dataclass
+class GcResult:
+    nodes: int = 0
+    deleted: int = 0
+    forgotten: int = 0
+    failed: int = 0
+    skipped: str = ""  # why nothing was done
+
+
+class GarbageCollector:
+    def __init__(
+        self,
+        *,
+        api: KubeApi,
+        service: MasterService,
+        index: NodeFeatureIndex | None,
+        interval_s: float,
+        page_size: int,
+        is_leader: Callable[[], bool],
+    ) -> None:
+        self.api = api
+        self.service = service
+        self.index = index
+        self.interval_s = interval_s
+        self.page_size = page_size
+        self.is_leader = is_leader
+        self.last: GcResult | None = None
+        self._sched: Any = None
+
+    async def _node_names(self) -> set[str]:
+        names: set[str] = set()
+        cont: str | None = None
+        while True:
+            page = await self.api.list_nodes(limit=self.page_size, cont=cont)
+            names.update(str((n.get("metadata") or {}).get("name")) for n in page.get("items") or [])
+            cont = (page.get("metadata") or {}).get("continue") or None
+            if not cont:
+                return names
+
+    async def collect(self) -> GcResult:
+        """One round. Never raises: a failed round is logged and the next one retries."""
+        if not self.is_leader():
+            self.last = GcResult(skipped="not the leader")
+            return self.last
+        out = GcResult()
+        try:
+            nodes = await self._node_names()
+        except KubeError as e:
+            log.warning("garbage collection: cannot list nodes (%s); next round retries", e)
+            self.last = GcResult(skipped=f"cannot list nodes: {e}")
+            return self.last
+        out.nodes = len(nodes)
+        if self.index is not None:
+            for (ns, name), obj in sorted(self.index.objects.items()):
+                if not obj.node or obj.node in nodes:
+                    continue
+                try:
+                    await self.api.delete_custom(GROUP, VERSION, ns, PLURAL, name)
+                    out.deleted += 1
+                    log.info(
+                        "garbage collection: deleted NodeFeature %s/%s of gone node %s", ns, name, obj.node
+                    )
+                except KubeError as e:
+                    if e.status == 404:
+                        continue
+                    out.failed += 1
+                    log.warning("garbage collection: cannot delete NodeFeature %s/%s: %s", ns, name, e)
+        for rec in list(self.service.store):
+            if rec.name not in nodes:
+                self.service.forget(rec.name)
+                out.forgotten += 1
+        self.last = out
+        return out
+
+    def start(self) -> None:
+        from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+        sched_log = logging.getLogger(f"{__name__}.apscheduler")
+        sched_log.setLevel(logging.ERROR)
+        self._sched = AsyncIOScheduler(
+            logger=sched_log,
+            timezone=UTC,
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+        )
+        self._sched.add_job(self.collect, "interval", seconds=self.interval_s, id=JOB_ID)
+        self._sched.start()
+
+    def stop(self) -> None:
+        if self._sched is not None:
+            self._sched.shutdown(wait=False)
+            self._sched = None
