@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, HTTPException, Path, Request
+from fastapi import Depends, Request
 
-from nfd.master.auth import AuthError
 from nfd.master.runtime import Runtime
 
 
@@ -17,34 +16,3 @@ async def get_runtime(request: Request) -> Runtime:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
-
-NodeName = Annotated[
-    str,
-    Path(
-        min_length=1,
-        max_length=253,
-        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
-        description="the Node's name",
-    ),
-]
-
-
-async def authorized_node(
-    rt: RuntimeDep,
-    node: NodeName,
-    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
-) -> str:
-    """The node name, once the caller is shown to be that node's worker."""
-    if rt.authenticator is None:
-        return node
-    try:
-        await rt.authenticator.authorize(authorization, node)
-    except AuthError as e:
-        headers = {"WWW-Authenticate": "Bearer"} if e.status == 401 else None
-        if e.status == 503:
-            headers = {"Retry-After": "5"}
-        raise HTTPException(e.status, str(e), headers=headers) from None
-    return node
-
-
-AuthorizedNode = Annotated[str, Depends(authorized_node)]
