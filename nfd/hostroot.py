@@ -116,5 +116,63 @@ class HostRoot(Record, frozen=True):
         }
         return replace(host, **overrides) if overrides else host
 
+    def resolve(self, path: str) -> HostPath | None:
+        """``path`` (below one of the parts) with its symlinks followed as the host
+        would: an absolute target (``etc/os-release -> /usr/lib/os-release``) is taken
+        inside the host root, not the container's, and so is a relative one that climbs
+        out of its part (``/host-etc/../usr/lib`` is ``/host-usr/lib``). None when a link
+        leads outside the parts, or loops. A path below no part is returned as it is."""
+        logical = self._logical(path)
+        if logical is None:
+            return HostPath(path)
+        done, todo, hops = "", logical.split("/")[::-1], 0
+        while todo:
+            comp = todo.pop()
+            if comp in ("", "."):
+                continue
+            if comp == "..":
+                done = done.rpartition("/")[0]
+                continue
+            cand = f"{done}/{comp}"
+            actual = self._actual(cand)
+            if actual is None:
+                return None
+            try:
+                target = os.readlink(actual) if actual else ""
+            except (OSError, ValueError):
+                target = ""
+            if not target:
+                done = cand
+                continue
+            hops += 1
+            if hops > 40:  # as the kernel's ELOOP
+                return None
+            todo += target.split("/")[::-1]
+            if target.startswith("/"):
+                done = ""
+        actual = self._actual(done)
+        return HostPath(actual) if actual else None
+
+    def _logical(self, path: str) -> str | None:
+        """Where ``path`` is on the host (``/host-etc/x`` -> ``/etc/x``), or None."""
+        best: tuple[int, str] | None = None
+        for name, rel in _PARTS.items():
+            base = str(getattr(self, name))
+            if (path == base or path.startswith(base.rstrip("/") + "/")) and (
+                best is None or len(base) > best[0]
+            ):
+                best = (len(base), f"/{rel}{path[len(base.rstrip('/')) :]}")
+        return None if best is None else best[1]
+
+    def _actual(self, logical: str) -> str | None:
+        """Where host path ``logical`` is here; "" for a directory above the parts (not
+        read, only passed through), None outside them."""
+        for name, rel in sorted(_PARTS.items(), key=lambda kv: -len(kv[1])):
+            if logical == f"/{rel}" or logical.startswith(f"/{rel}/"):
+                return str(getattr(self, name)) + logical[len(rel) + 1 :]
+        if not logical or any(f"/{rel}".startswith(logical + "/") for rel in _PARTS.values()):
+            return ""
+        return None
+
     def describe(self) -> dict[str, str]:
         return {name: str(getattr(self, name)) for name in record_fields(self)}

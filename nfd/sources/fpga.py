@@ -17,8 +17,8 @@ Labels: ``fpga-device.present``/``.count`` and ``fpga-<vendor>.present``/``.coun
 from __future__ import annotations
 
 from nfd.features import Features
+from nfd.hostfiles import exists, link_name, list_dir, read_line
 from nfd.sources._accel_sysfs import pci_functions
-from nfd.sources._read import exists, link_name, list_dir, read_line
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
 if TYPE_CHECKING:

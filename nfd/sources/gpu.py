@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from nfd.chars import ALNUM, keep_only
 from nfd.features import Features
+from nfd.hostfiles import link_name, list_dir, read_line
 from nfd.lazylog import get_logger
 from nfd.sources._accel_sysfs import hex_id, numa_node, pci_functions
-from nfd.sources._read import link_name, list_dir, read_line
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
 if TYPE_CHECKING:

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from nfd.deviceplugin.kinds import string_list
-from nfd.deviceplugin.kinds._sysfs import numa_above
 from nfd.deviceplugin.model import ConfigError, DeviceNode, FoundDevice
 from nfd.features import Features
+from nfd.hostfiles import numa_above
 from nfd.hostroot import HostRoot
 
 _FIELDS = frozenset({"path", "name"})

@@ -23,9 +23,9 @@ from typing import Any
 from nfd.deviceplugin.kinds import describe_fields, hex_ids, mapping, string_list
 from nfd.deviceplugin.model import ConfigError, DeviceNode, FoundDevice
 from nfd.features import Features
+from nfd.hostfiles import list_dir
 from nfd.hostroot import HostRoot
 from nfd.sources._accel_sysfs import pci_function, pci_functions
-from nfd.sources._read import list_dir
 from nfd.sources.fpga import FPGA_VENDORS, INTEL_FPGA_DEVICES, vendor_name
 
 _KEYS = ("vendor", "device", "driver", "fme")
