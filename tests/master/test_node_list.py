@@ -61,9 +61,17 @@ def test_default_and_maximum_page_size(master):
 def test_a_bad_continue_token_is_422(master):
     c = master()
     fill(c, 2)
-    for bad in ("!!!", "Zm9vX2Jhcg", "x" * 401):  # not base64, "foo_bar" (not a node name), too long
+    for bad in ("!!!", "abc", "AB", "aa" * 254):  # not hex pairs, upper case, too long
         r = c.get("/api/v1/nodes", params={"continue": bad})
         assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "continue"], bad
+
+
+def test_any_token_the_schema_allows_is_a_place_in_name_order(master):
+    c = master()
+    fill(c, 3)
+    for token, first in (("ff", None), ("00", "node-000"), ("6e6f64652d303030", "node-001")):
+        items = c.get("/api/v1/nodes", params={"continue": token}).json()["items"]
+        assert (items[0]["node"] if items else None) == first, token
 
 
 def test_empty_list(master):
