@@ -194,6 +194,15 @@ class KubePublisher:
         rec = self.store.get(name)
         reason = str(e.status) if e.status else "unreachable"
         self.metrics.update_failures.labels(reason=reason).inc()
+        if e.status == 404:
+            # No such Node: retrying cannot help. The node's next features request or
+            # the resync's listing (it exists by then) try again.
+            self._attempts.pop(name, None)
+            if rec is not None:
+                rec.observed, rec.node_missing = None, True
+                rec.last_error = f"no Node {name!r} in the cluster; not retried until it is listed or sends features"
+            log.warning("node %s: no such Node in the cluster; not retried", name)
+            return
         if rec is not None:
             rec.last_error = str(e)
             if e.status not in (429, None) and not (e.status and e.status >= 500):
@@ -242,7 +251,7 @@ class KubePublisher:
         if ops or sops:
             self.metrics.updates.inc()
             log.debug("node %s: %d node ops, %d status ops", name, len(ops), len(sops))
-        rec.last_error = ""
+        rec.last_error, rec.node_missing = "", False
         if rec.decision is decision:
             rec.published = now()
 

@@ -49,6 +49,7 @@ class NodeRecord:
     generation: int = 0  # bumped on every new decision
     body_hash: bytes = b""  # of the last features request: an identical one is answered at once
     last_seen: float = 0.0  # monotonic time of the worker's last request
+    node_missing: bool = False  # the API server has no such Node (the last write got 404)
 
 
 @dataclass

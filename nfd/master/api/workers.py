@@ -102,16 +102,19 @@ def _features(rt: Runtime, node: str, body: bytes) -> Answer:
         # checked then and decides nothing new.
         rt.metrics.update_requests.inc()
         rec.last_seen = time.monotonic()
-        return 200, response_json(rec), []
-    data = jsonbody.parse(body)
-    jsonbody.check(FeaturesRequest, data)
-    rec = rt.service.submit(
-        node,
-        features=data["features"],
-        device_plugin_resources=data.get("devicePluginResources") or (),
-        nfd_version=data.get("nfdVersion") or "",
-    ).record
-    rec.body_hash = body_hash
+    else:
+        data = jsonbody.parse(body)
+        jsonbody.check(FeaturesRequest, data)
+        rec = rt.service.submit(
+            node,
+            features=data["features"],
+            device_plugin_resources=data.get("devicePluginResources") or (),
+            nfd_version=data.get("nfdVersion") or "",
+        ).record
+        rec.body_hash = body_hash
+    if rec.node_missing:  # the last write found no such Node: one more try per request
+        rec.node_missing = False
+        rt.publisher.enqueue(node)
     return 200, response_json(rec), []
 
 
