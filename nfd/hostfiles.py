@@ -5,8 +5,10 @@ A missing path means "feature absent" and is silent; so are the other ways sysfs
 EOPNOTSUPP). Anything else costs that one value, never the caller: it is logged with
 the path and the reader answers None. In particular:
 
-- a read never blocks: files are opened non-blocking and must be regular files (a FIFO
-  or a device where a sysfs file should be is refused, not waited on);
+- a read never blocks: files are opened non-blocking, so a FIFO or a terminal where a
+  sysfs file should be answers at once, and one that gives nothing or would block is
+  refused as not a regular file (a device that does give bytes meets the bounds and
+  checks below like any file);
 - every read is bounded (``MAX_BYTES``; a sysfs attribute is one page), and a file over
   the bound is refused rather than cut;
 - text with a NUL byte inside is refused (trailing NULs, firmware padding, are
@@ -31,6 +33,9 @@ MAX_BYTES = 4 * 1024 * 1024
 
 # Errors that mean "this value is not here", not "something is wrong".
 _QUIET_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EINVAL, errno.ENODEV, errno.EOPNOTSUPP})
+# os.open/os.read: about half the cost of open() on sysfs, and sysfs reads are most of
+# a discovery pass's time. Non-blocking: a FIFO or a terminal where a file should be
+# answers at once (nothing, or EAGAIN) instead of waiting for a writer.
 _OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 
 StrPath = str | os.PathLike[str]
@@ -44,70 +49,106 @@ def _complain(what: str, path: StrPath, e: OSError) -> None:
 def read_bytes(path: StrPath, *, limit: int = MAX_BYTES) -> bytes | None:
     """The file's bytes, or None (absent, unreadable, not a regular file, or more than
     ``limit`` bytes)."""
-    return _read(path, limit, whole=True)
-
-
-def _read(path: StrPath, limit: int, *, whole: bool) -> bytes | None:
-    # os.open/os.read: about half the cost of open() on sysfs, and sysfs reads are most
-    # of a discovery pass's time.
     try:
         fd = os.open(path, _OPEN_FLAGS)
-    except OSError as e:
-        _complain("read", path, e)
-        return None
-    except ValueError:  # a NUL byte in the path (built from another file's value)
+    except (OSError, ValueError) as e:
+        _not_opened(path, e)
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            log.warning("cannot read %s: not a regular file", printable(os.fspath(path)))
-            return None
-        data = os.read(fd, min(limit, PAGE) + 1)
-        # A sysfs attribute comes whole in one read; procfs hands out seq_file pages
-        # one read at a time: read to the end (one byte past the limit, to know).
-        if data and (whole or len(data) > PAGE):
+        data = os.read(fd, PAGE)
+        if data:
+            # procfs hands out seq_file pages one read at a time: read to the end (one
+            # byte past the limit, to know).
             chunks = [data]
             size = len(data)
             while size <= limit and (chunk := os.read(fd, min(65536, limit + 1 - size))):
                 chunks.append(chunk)
                 size += len(chunk)
-            data = b"".join(chunks)
+            if len(chunks) > 1:
+                data = b"".join(chunks)
+        elif _not_regular(fd, path):
+            return None
     except OSError as e:
-        _complain("read", path, e)
+        _read_failed(fd, path, e)
         return None
     finally:
         os.close(fd)
     if len(data) > limit:
-        log.warning("cannot read %s: more than %d bytes", printable(os.fspath(path)), limit)
+        _too_big(path, limit)
         return None
     return data
 
 
-def _decode(path: StrPath, data: bytes | None) -> str | None:
-    if data is None:
-        return None
-    if b"\0" in data:
-        data = data.rstrip(b"\0")
-        if b"\0" in data:
-            log.warning("ignoring %s: a NUL byte inside its text", printable(os.fspath(path)))
-            return None
-    return data.decode("utf-8", "replace")
-
-
 def read_text(path: StrPath) -> str | None:
     """The whole file as text, unstripped, or None."""
-    return _decode(path, read_bytes(path))
+    return _text(path, read_bytes(path))
 
 
 def read_line(path: StrPath) -> str | None:
     """The whole file (a procfs table, os-release, a one-value knob), stripped, or None."""
-    t = _decode(path, read_bytes(path))
+    t = _text(path, read_bytes(path))
     return None if t is None else t.strip()
 
 
 def attr(path: StrPath) -> str | None:
-    """One sysfs attribute (at most a page), stripped, or None."""
-    t = _decode(path, _read(path, PAGE, whole=False))
-    return None if t is None else t.strip()
+    """One sysfs attribute (at most a page, in one read), stripped, or None."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except (OSError, ValueError) as e:
+        _not_opened(path, e)
+        return None
+    try:
+        data = os.read(fd, PAGE + 1)
+        if not data and _not_regular(fd, path):
+            return None
+    except OSError as e:
+        _read_failed(fd, path, e)
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > PAGE:
+        _too_big(path, PAGE)
+        return None
+    if b"\0" in data:
+        t = _text(path, data)
+        return None if t is None else t.strip()
+    return data.decode("utf-8", "replace").strip()
+
+
+def _not_opened(path: StrPath, e: OSError | ValueError) -> None:
+    # ValueError: a NUL byte in the path (built from another file's value): absent.
+    if isinstance(e, OSError):
+        _complain("read", path, e)
+
+
+def _not_regular(fd: int, path: StrPath) -> bool:
+    """Whether an open file that gave nothing (or would have blocked) is not a regular
+    file. Asked only then: fstat on every read would cost a tenth of a discovery pass."""
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        return False
+    log.warning("cannot read %s: not a regular file", printable(os.fspath(path)))
+    return True
+
+
+def _read_failed(fd: int, path: StrPath, e: OSError) -> None:
+    if e.errno == errno.EAGAIN and _not_regular(fd, path):
+        return
+    _complain("read", path, e)
+
+
+def _too_big(path: StrPath, limit: int) -> None:
+    log.warning("cannot read %s: more than %d bytes", printable(os.fspath(path)), limit)
+
+
+def _text(path: StrPath, data: bytes | None) -> str | None:
+    if data is None:
+        return None
+    if b"\0" in data:
+        data = data.rstrip(b"\0")  # trailing NULs: firmware padding
+        if b"\0" in data:
+            log.warning("ignoring %s: a NUL byte inside its text", printable(os.fspath(path)))
+            return None
+    return data.decode("utf-8", "replace")
 
 
 def entries(path: StrPath) -> list[str] | None:

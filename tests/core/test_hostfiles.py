@@ -135,3 +135,7 @@ def test_links_resolve_across_prefix_mounts(tmp_path: Path) -> None:
     want = str(tmp_path / "host-usr/lib/os-release")
     assert h.resolve(h.etc / "os-release") == want
     assert h.resolve(h.etc / "absolute") == want
+
+
+def test_on_the_host_itself_links_are_left_to_the_kernel() -> None:
+    assert HostRoot().resolve("/etc/os-release") == "/etc/os-release"
