@@ -3,6 +3,7 @@ master's parts (clients, publisher, leader election, rule watch)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -47,6 +48,7 @@ def create_app(settings: MasterSettings | None = None, *, runtime: Runtime | Non
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.runtime = rt
+    app.state.page_builds = asyncio.Semaphore(nodes.PAGE_BUILDS)
     _document_worker_endpoints(app)
     app.include_router(nodes.router)
     app.include_router(health.router)

@@ -3,11 +3,12 @@ at a time. (The workers' own endpoints are in ``workers``.)"""
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import json
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Query, Response
+from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
 
 from nfd.master.api.deps import RuntimeDep
 from nfd.master.api.models import NODE_NAME_PATTERN, NodeList, NodeStatus, Problem
@@ -17,6 +18,8 @@ router = APIRouter(prefix="/api/v1/nodes", tags=["nodes"])
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 500
+PAGE_BUILDS = 1  # pages built at once; more readers wait their turn
+_CHUNK = 10  # nodes serialised between turns of the event loop
 
 NodeName = Annotated[
     str,
@@ -32,6 +35,7 @@ def encode_continue(last: str) -> str:
 
 @router.get("", response_model=NodeList)
 async def list_nodes(
+    request: Request,
     rt: RuntimeDep,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="nodes per page")] = DEFAULT_LIMIT,
     continue_: Annotated[
@@ -47,11 +51,21 @@ async def list_nodes(
     """The nodes the master holds features for, in name order, ``limit`` at a time (as
     the Kubernetes API pages: follow ``metadata.continue`` until it is empty). Nodes
     added or removed between pages are seen or not by where their names fall."""
-    names = sorted(rt.service.store.nodes)
-    last = bytes.fromhex(continue_).decode("utf-8", "replace")
-    start = bisect.bisect_right(names, last) if continue_ else 0
-    page = names[start : start + limit]
-    items = [status_json(rec) for n in page if (rec := rt.service.store.get(n)) is not None]
+    # One page is built at a time, a few nodes between turns of the event loop: many
+    # readers wait their turn instead of holding every page in memory, and heartbeats
+    # are answered between the chunks.
+    async with request.app.state.page_builds:
+        names = sorted(rt.service.store.nodes)
+        last = bytes.fromhex(continue_).decode("utf-8", "replace")
+        start = bisect.bisect_right(names, last) if continue_ else 0
+        page = names[start : start + limit]
+        items: list[bytes] = []
+        for i in range(0, len(page), _CHUNK):
+            if i:
+                await asyncio.sleep(0)
+            items += [
+                status_json(rec) for n in page[i : i + _CHUNK] if (rec := rt.service.store.get(n)) is not None
+            ]
     remaining = len(names) - start - len(page)
     meta = {"continue": encode_continue(page[-1]) if remaining > 0 else "", "remainingItemCount": remaining}
     body = b'{"items": [' + b", ".join(items) + b'], "metadata": ' + json.dumps(meta).encode() + b"}"
