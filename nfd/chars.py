@@ -57,3 +57,12 @@ def replace_others(text: str, chars: str, repl: str, *, runs: bool = False) -> s
             out.append(repl)
             in_run = True
     return "".join(out)
+
+
+def printable(text: str) -> str:
+    """``text`` for a log line or a terminal: control characters (ESC, NUL, newlines ...)
+    written as Python escapes (``\\x1b``), so that a name from a host file can neither
+    forge log lines nor drive the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

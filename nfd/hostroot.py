@@ -68,6 +68,10 @@ _PARTS: dict[str, str] = {
 }
 
 
+# (part, its absolute place under /), deepest first: /usr/lib is matched before /usr.
+_PARTS_DEEPEST_FIRST = tuple(sorted(((k, "/" + v) for k, v in _PARTS.items()), key=lambda kv: -len(kv[1])))
+
+
 class HostRoot(Record, frozen=True):
     sys: HostPath = HostPath("/sys")
     proc: HostPath = HostPath("/proc")
@@ -115,6 +119,74 @@ class HostRoot(Record, frozen=True):
             if (var := "NFD_HOST_" + name.upper()) in env and env[var]
         }
         return replace(host, **overrides) if overrides else host
+
+    def resolve(self, path: str) -> HostPath | None:
+        """``path`` (below one of the parts) with its symlinks followed as the host
+        would: an absolute target (``etc/os-release -> /usr/lib/os-release``) is taken
+        inside the host root, not the container's, and so is a relative one that climbs
+        out of its part (``/host-etc/../usr/lib`` is ``/host-usr/lib``). None when a link
+        leads outside the parts, or loops. A path below no part is returned as it is."""
+        if all(getattr(self, name) == place for name, place in _PARTS_DEEPEST_FIRST):
+            return HostPath(path)  # the host is "/": the kernel resolves its links as they are
+        logical = self._logical(path)
+        if logical is None:
+            return HostPath(path)
+        # done: the resolved part, in host terms; act: where it is here, once below a part
+        # (no part lies inside another, so below one a name just joins on).
+        done, act, todo, hops = "", "", logical.split("/")[::-1], 0
+        while todo:
+            comp = todo.pop()
+            if comp in ("", "."):
+                continue
+            if comp == "..":
+                done, act = done.rpartition("/")[0], ""
+                continue
+            cand = f"{done}/{comp}"
+            actual = f"{act}/{comp}" if act else self._actual(cand)
+            if actual is None:
+                return None
+            try:
+                target = os.readlink(actual) if actual else ""
+            except (FileNotFoundError, NotADirectoryError):
+                if ".." not in todo:  # nothing below a missing name can be a link
+                    return HostPath("/".join([actual, *reversed(todo)]))
+                target = ""
+            except (OSError, ValueError):
+                target = ""
+            if not target:
+                done, act = cand, actual
+                continue
+            hops += 1
+            if hops > 40:  # as the kernel's ELOOP
+                return None
+            todo += target.split("/")[::-1]
+            act = ""
+            if target.startswith("/"):
+                done = ""
+        actual = self._actual(done)
+        return HostPath(actual) if actual else None
+
+    def _logical(self, path: str) -> str | None:
+        """Where ``path`` is on the host (``/host-etc/x`` -> ``/etc/x``), or None."""
+        best: tuple[int, str] | None = None
+        for name, rel in _PARTS_DEEPEST_FIRST:
+            base: str = getattr(self, name)
+            if path.startswith(base) and (best is None or len(base) > best[0]):
+                rest = path[len(base) :]
+                if not rest or rest[0] == "/":
+                    best = (len(base), rel + rest)
+        return None if best is None else best[1]
+
+    def _actual(self, logical: str) -> str | None:
+        """Where host path ``logical`` is here; "" for a directory above the parts (not
+        read, only passed through), None outside them."""
+        for name, rel in _PARTS_DEEPEST_FIRST:
+            if logical == rel or logical.startswith(rel + "/"):
+                base: str = getattr(self, name)
+                return base + logical[len(rel) :]
+        if not logical or any(rel.startswith(logical + "/") for _, rel in _PARTS_DEEPEST_FIRST):
+            return ""
+        return None
 
     def describe(self) -> dict[str, str]:
         return {name: str(getattr(self, name)) for name in record_fields(self)}

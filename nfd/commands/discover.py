@@ -98,12 +98,14 @@ def run(args: argparse.Namespace) -> int:
     result = discover(sources, host, config.sources)
     chosen = {s.name for s in sources}
     labelled = node_labels([s for s in label_sources if s.name in chosen], result.features, config, policy)
+    from nfd.chars import printable  # names from host files: no raw control characters
+
     for name, err in sorted(result.errors.items()):
-        print(f"nfd discover: warning: source {name}: {err}", file=sys.stderr)
+        print(f"nfd discover: warning: source {name}: {printable(str(err))}", file=sys.stderr)
     for problem in labelled.rule_errors:
-        print(f"nfd discover: warning: {problem}", file=sys.stderr)
+        print(f"nfd discover: warning: {printable(problem)}", file=sys.stderr)
     for name, reason in labelled.rejected.get("labels", {}).items():
-        print(f"nfd discover: warning: label {name} left out: {reason}", file=sys.stderr)
+        print(f"nfd discover: warning: label {printable(name)} left out: {printable(reason)}", file=sys.stderr)
 
     out = sys.stdout
     if args.output == "labels":

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from nfd.devices.model import FoundDevice
-from nfd.devices.sysfs import link_name, list_dir, read_attr
 from nfd.features import Features
+from nfd.hostfiles import attr, link_name, list_dir
 from nfd.hostroot import HostRoot
 
 log = logging.getLogger("nfd.dra")
@@ -110,11 +110,11 @@ class AttributeSource:
             attrs["driver"] = {"string": driver}
         if os.path.islink(sysdir / "physfn"):
             attrs["sriov"] = {"string": "vf"}
-        elif (read_attr(sysdir / "sriov_totalvfs") or "0") not in ("", "0"):
+        elif (attr(sysdir / "sriov_totalvfs") or "0") not in ("", "0"):
             attrs["sriov"] = {"string": "pf"}
         for ifname in list_dir(sysdir / "net")[:1]:
             attrs["interface"] = {"string": ifname}
-            speed = read_attr(sysdir / "net" / ifname / "speed")
+            speed = attr(sysdir / "net" / ifname / "speed")
             if speed and speed.isdigit():  # -1 while the link is down
                 attrs["linkSpeedMbps"] = {"int": int(speed)}
 

@@ -3,6 +3,7 @@ master's parts (clients, publisher, leader election, rule watch)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,9 +13,8 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from nfd import __version__
-from nfd.master.api import health, nodes, replication
+from nfd.master.api import health, nodes, replication, workers
 from nfd.master.bodylimit import BodyLimit
-from nfd.master.fastpath import FastPath
 from nfd.master.forward import LeaderForward
 from nfd.master.runtime import Runtime, build_runtime
 from nfd.master.settings import MasterSettings
@@ -49,7 +49,8 @@ def create_app(settings: MasterSettings | None = None, *, runtime: Runtime | Non
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.runtime = rt
-    _document_raw_bodies(app)
+    app.state.page_builds = asyncio.Semaphore(nodes.PAGE_BUILDS)
+    _document_worker_endpoints(app)
     app.include_router(nodes.router)
     app.include_router(health.router)
     app.include_router(replication.router)
@@ -58,30 +59,32 @@ def create_app(settings: MasterSettings | None = None, *, runtime: Runtime | Non
 
 def serving_app(app: FastAPI) -> ASGIApp:
     """What uvicorn serves: the body limit, a follower's forwarding to the leader, then
-    the steady-state fast path, all in front of FastAPI (its middleware stack costs more
-    than a heartbeat's work)."""
+    the worker endpoints, all in front of FastAPI (its middleware stack costs more than a
+    heartbeat's work)."""
     rt: Runtime = app.state.runtime
-    inner = LeaderForward(FastPath(app, lambda: rt), lambda: rt)
+    inner = LeaderForward(workers.WorkerEndpoints(app, lambda: rt), lambda: rt)
     return BodyLimit(inner, max_bytes=rt.settings.server.max_body_bytes)
 
 
-def _document_raw_bodies(app: FastAPI) -> None:
-    """The features PUT reads its body itself (to answer repeats without parsing); its
-    schema still goes into the OpenAPI document."""
-    from pydantic.json_schema import models_json_schema
-
-    from nfd.master.api.models import FeaturesRequest
-
+def _document_worker_endpoints(app: FastAPI) -> None:
+    """The worker endpoints are served in front of FastAPI (``api.workers``); their
+    operations and schemas still go into its OpenAPI document."""
     default = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema:
             return app.openapi_schema
+        from pydantic.json_schema import models_json_schema
+
         spec = default()
         _, defs = models_json_schema(
-            [(FeaturesRequest, "validation")], ref_template="#/components/schemas/{model}"
+            [(m, "validation") for m in workers.openapi_models()], ref_template="#/components/schemas/{model}"
         )
         spec.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
+        node_param = next(
+            p for p in spec["paths"]["/api/v1/nodes/{node}"]["get"]["parameters"] if p["name"] == "node"
+        )
+        spec["paths"].update(workers.openapi_paths(node_param))
         app.openapi_schema = spec
         return spec
 

@@ -64,3 +64,15 @@ class BodyLimit:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+async def read_body(receive: Receive) -> bytes | None:
+    """The whole request body, or None when the client went away."""
+    chunks: list[bytes] = []
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            return None
+        chunks.append(msg.get("body", b""))
+        if not msg.get("more_body", False):
+            return b"".join(chunks)

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from nfd.master.bodylimit import read_body
+
 if TYPE_CHECKING:
     from nfd.master.runtime import Runtime
 
@@ -154,15 +156,3 @@ async def _local(app: ASGIApp, scope: Scope, body: bytes) -> tuple[int, list[tup
 
     await app(scope, receive, capture)
     return status, headers, b"".join(chunks)
-
-
-async def read_body(receive: Receive) -> bytes | None:
-    """The whole request body, or None when the client went away."""
-    chunks: list[bytes] = []
-    while True:
-        msg = await receive()
-        if msg["type"] == "http.disconnect":
-            return None
-        chunks.append(msg.get("body", b""))
-        if not msg.get("more_body", False):
-            return b"".join(chunks)

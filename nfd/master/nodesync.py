@@ -86,7 +86,7 @@ class NodeSync:
         if ops or sops:
             self.metrics.updates.inc()
             log.debug("node %s: %d node ops, %d status ops", name, len(ops), len(sops))
-        rec.last_error = ""
+        rec.last_error, rec.node_missing = "", False
         if rec.decision is decision:
             rec.published = now()
 

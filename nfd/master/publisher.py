@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from nfd.master.apierrors import KubeError
+from nfd.master.apierrors import KubeError, NotFound
 from nfd.master.kube import KubeApi
 from nfd.master.metrics import Metrics
 from nfd.master.nodesync import NodeSync
@@ -164,13 +164,23 @@ class KubePublisher:
         """Bring one Node to its record's decision now (tests, tools)."""
         await self.nodes.sync(name)
 
-    def _failed(self, name: str, e: KubeError) -> None:
+    def _failed(self, name: str, e: KubeError) -> bool:
+        """Note a failed write on the node's record; False: do not retry it."""
         rec = self.store.get(name)
         self.metrics.update_failures.labels(reason=e.reason).inc()
+        if isinstance(e, NotFound):
+            # No such Node: retrying cannot help. The Node watch (the Node registers),
+            # the node's next features request or the resync try again.
+            if rec is not None:
+                rec.observed, rec.node_missing = None, True
+                rec.last_error = f"no Node {name!r} in the cluster; not retried until it is listed or sends features"
+            log.warning("node %s: no such Node in the cluster; not retried", name)
+            return False
         if rec is not None:
             rec.last_error = str(e)
             if e.view_stale:
-                rec.observed = None  # 409, 404, 422 ...: read the Node again first
+                rec.observed = None  # 409, 422 ...: read the Node again first
+        return True
 
     def _on_event(self, kind: str, node: dict[str, Any]) -> None:
         if self.may_write():

@@ -26,7 +26,7 @@ class WorkQueue:
         *,
         handle: Callable[[str], Awaitable[None]],
         ready: Callable[[], bool],
-        on_failure: Callable[[str, KubeError], None],
+        on_failure: Callable[[str, KubeError], bool],
         on_depth: Callable[[int], None],
         workers: int,
         backoff_base_s: float,
@@ -123,7 +123,9 @@ class WorkQueue:
             self._attempts.pop(name, None)
 
     def _failed(self, name: str, e: KubeError) -> None:
-        self._on_failure(name, e)
+        if not self._on_failure(name, e):  # retrying cannot help (no such Node)
+            self._attempts.pop(name, None)
+            return
         n = self._attempts.get(name, 0)
         self._attempts[name] = n + 1
         delay = min(self.backoff_max_s, self.backoff_base_s * (2**n))

@@ -3,9 +3,10 @@ and the GPU device kind."""
 
 from __future__ import annotations
 
+from nfd import hostfiles
 from nfd.chars import HEX, only
+from nfd.hostfiles import link_name, list_dir, read_line
 from nfd.record import Record
-from nfd.sources._read import link_name, list_dir, read_line
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
@@ -57,15 +58,7 @@ def hex_id(text: str | None, width: int = 4) -> str:
 
 def numa_node(host: HostRoot, address: str) -> int | None:
     """The NUMA node of a PCI device from sysfs; None for -1 (none) or unknown."""
-    return _numa(read_line(f"{host.sys}/bus/pci/devices/{address}/numa_node"))
-
-
-def _numa(raw: str | None) -> int | None:
-    try:
-        node = int(raw) if raw is not None else -1
-    except ValueError:
-        return None
-    return node if node >= 0 else None
+    return hostfiles.numa_node(hostfiles.attr(f"{host.sys}/bus/pci/devices/{address}/numa_node"))
 
 
 def _modalias_ids(text: str) -> tuple[str, ...] | None:
@@ -117,7 +110,7 @@ def _function(address: str, d: str, ident: tuple[str, str, str, str, str]) -> Pc
         subsystem_vendor=sub_vendor,
         subsystem_device=sub_device,
         driver=link_name(f"{d}/driver") or "",
-        numa_node=_numa(read_line(f"{d}/numa_node")),
+        numa_node=hostfiles.numa_node(hostfiles.attr(f"{d}/numa_node")),
     )
 
 

@@ -16,10 +16,10 @@ import os
 from nfd.chars import NAME_CHARS, is_label_value, replace_others
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
+from nfd.hostfiles import list_dir, read_bytes, read_line, read_text
 from nfd.hostroot import HostRoot
 from nfd.lazylog import get_logger
 from nfd.record import Record, field
-from nfd.sources._read import list_dir, read_bytes, read_line, read_text
 from nfd.sources.cpuid_names import UNKNOWN_VENDOR, X86Facts, decode, facts_from_cpuinfo, hypervisor_label
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)

@@ -17,7 +17,7 @@ Labels: ``fpga-device.present``/``.count`` and ``fpga-<vendor>.present``/``.coun
 from __future__ import annotations
 
 from nfd.features import Features
-from nfd.sources._read import exists, link_name, list_dir, read_line
+from nfd.hostfiles import exists, link_name, list_dir, read_line
 from nfd.sources.accel_sysfs import pci_functions
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)

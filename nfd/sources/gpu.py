@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from nfd.chars import ALNUM, keep_only
 from nfd.features import Features
+from nfd.hostfiles import link_name, list_dir, read_line
 from nfd.lazylog import get_logger
-from nfd.sources._read import link_name, list_dir, read_line
 from nfd.sources.accel_sysfs import hex_id, numa_node, pci_functions
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)

@@ -13,12 +13,12 @@ Features (upstream's names):
 
 from __future__ import annotations
 
+from nfd import hostfiles
 from nfd.chars import NAME_CHARS, replace_others
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostPath, HostRoot
 from nfd.lazylog import get_logger
-from nfd.sources import _read
 
 log = get_logger("nfd.sources")
 
@@ -82,9 +82,10 @@ class KconfigReader:
 
     def read(self, host: HostRoot, config: SourcesConfig, release: str | None) -> dict[str, str] | None:
         """The first kernel config found along upstream's search path, parsed."""
-        for path in _kconfig_candidates(host, config, release):
-            raw = _read.read_bytes(path)
-            if raw is None:
+        for candidate in _kconfig_candidates(host, config, release):
+            path = host.resolve(candidate)
+            raw = hostfiles.read_bytes(path) if path is not None else None
+            if path is None or raw is None:
                 continue
             last = self._last
             if last is not None and last[0] == path and last[1] == raw:
@@ -101,24 +102,30 @@ def _parse_raw(path: HostPath, raw: bytes) -> dict[str, str] | None:
     if path.endswith(".gz"):
         import zlib  # /proc/config.gz only
 
+        # wbits 16+MAX_WBITS: a gzip stream; one call, no GzipFile overhead. Bounded as
+        # every read is: a small file may inflate to anything.
+        unzip = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            # wbits 16+MAX_WBITS: a gzip stream; one call, no GzipFile overhead.
-            raw = zlib.decompress(raw, 16 + zlib.MAX_WBITS)
+            raw = unzip.decompress(raw, hostfiles.MAX_BYTES)
         except zlib.error as e:
             log.warning("cannot decompress %s: %s", path, e)
+            return None
+        if unzip.unconsumed_tail:
+            log.warning("cannot decompress %s: more than %d bytes", path, hostfiles.MAX_BYTES)
             return None
     return parse_kconfig(raw.decode("utf-8", "replace"))
 
 
 def _loaded_modules(host: HostRoot) -> list[str] | None:
-    text = _read.text(str(host.proc / "modules"))
+    text = hostfiles.read_line(str(host.proc / "modules"))
     if text is None:
         return None
     return [line.split(None, 1)[0] for line in text.splitlines() if line.strip()]
 
 
 def _builtin_modules(host: HostRoot, release: str) -> list[str] | None:
-    text = _read.text(str(host.lib / "modules" / release / "modules.builtin"))
+    path = host.resolve(host.lib / "modules" / release / "modules.builtin")
+    text = hostfiles.read_line(path) if path else None
     if text is None:
         return None
     out = []
@@ -135,7 +142,7 @@ def _selinux_enabled(host: HostRoot) -> bool | None:
     base = host.sys / "fs" / "selinux"
     if not base.exists():
         return False
-    status = _read.attr(str(base / "enforce"))
+    status = hostfiles.attr(str(base / "enforce"))
     if status is None:
         return None
     return status.startswith("1")
@@ -149,7 +156,7 @@ class KernelSource:
 
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
         f = Features()
-        release = _read.attr(str(host.proc / "sys/kernel/osrelease"))
+        release = hostfiles.attr(str(host.proc / "sys/kernel/osrelease"))
         if release:
             f.set_attributes("kernel.version", parse_version(release))
         else:

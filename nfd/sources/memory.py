@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import os
 
+from nfd import hostfiles
 from nfd.config import SourcesConfig
 from nfd.features import Features, Instance, Labels
 from nfd.hostroot import HostRoot
-from nfd.sources import _read
+from nfd.lazylog import get_logger
+
+log = get_logger("nfd.sources")
 
 _BINARY_SUFFIXES = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 
@@ -35,14 +38,14 @@ def kib_quantity(kib: int) -> str:
 
 
 def _numa(host: HostRoot) -> dict[str, str] | None:
-    nodes = _read.entries(str(host.sys / "bus/node/devices"))
+    nodes = hostfiles.entries(str(host.sys / "bus/node/devices"))
     if nodes is None:
         return None
     return {"is_numa": str(len(nodes) > 1).lower(), "node_count": str(len(nodes))}
 
 
 def _swap(host: HostRoot) -> dict[str, str] | None:
-    text = _read.text(str(host.proc / "swaps"))
+    text = hostfiles.read_line(str(host.proc / "swaps"))
     if text is None:
         return None
     lines = sum(1 for line in text.splitlines() if line.strip())
@@ -52,10 +55,10 @@ def _swap(host: HostRoot) -> dict[str, str] | None:
 def _nv(host: HostRoot) -> list[Instance]:
     base = str(host.sys / "bus/nd/devices")
     out: list[Instance] = []
-    for name in _read.entries(base) or ():
+    for name in hostfiles.entries(base) or ():
         inst = {"name": name}
         for key in ("devtype", "mode"):
-            value = _read.attr(os.path.join(base, name, key))
+            value = hostfiles.attr(os.path.join(base, name, key))
             if value is not None:
                 inst[key] = value
         out.append(inst)
@@ -65,15 +68,21 @@ def _nv(host: HostRoot) -> list[Instance]:
 def _hugepages(host: HostRoot) -> dict[str, str]:
     base = str(host.sys / "kernel/mm/hugepages")
     out = {"enabled": "false"}
-    for entry in _read.entries(base) or ():
+    for entry in hostfiles.entries(base) or ():
         if not os.path.isdir(os.path.join(base, entry)):
             continue
-        size = entry.removeprefix("hugepages-").rstrip("kB")
-        if not size.isdigit():
+        size = hostfiles.int_value(entry.removeprefix("hugepages-").removesuffix("kB"))
+        if size is None or size <= 0:
             continue
-        total = _read.attr(os.path.join(base, entry, "nr_hugepages")) or ""
-        out["hugepages-" + kib_quantity(int(size))] = total
-        if total.isdigit() and int(total) > 0:
+        path = os.path.join(base, entry, "nr_hugepages")
+        raw = hostfiles.attr(path)
+        total = hostfiles.int_value(raw)
+        if total is None:
+            if raw is not None:
+                log.warning("ignoring %s: not a number", path)
+            continue
+        out["hugepages-" + kib_quantity(size)] = str(total)
+        if total > 0:
             out["enabled"] = "true"
     return out
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import os
 
+from nfd import hostfiles
 from nfd.config import SourcesConfig
 from nfd.features import Features, Instance, Labels
 from nfd.hostroot import HostRoot
 from nfd.lazylog import get_logger
-from nfd.sources import _read
 
 log = get_logger("nfd.sources")
 
@@ -31,18 +31,18 @@ _DEVICE_ATTRS = ("device/sriov_numvfs", "device/sriov_totalvfs")
 
 def _copy_attrs(path: str, files: tuple[str, ...], inst: Instance) -> None:
     for file in files:
-        value = _read.attr(os.path.join(path, file))
+        value = hostfiles.attr(os.path.join(path, file))
         if value is not None:
             inst[os.path.basename(file)] = value
 
 
 def _rdma(dev: str, inst: Instance) -> None:
-    ib = _read.entries(os.path.join(dev, "infiniband"))
+    ib = hostfiles.entries(os.path.join(dev, "infiniband"))
     if not ib:
         return
     inst["rdma_device"] = ",".join(ib)
     inst["rdma_capable"] = "true"
-    verbs = _read.entries(os.path.join(dev, "infiniband_verbs")) or []
+    verbs = hostfiles.entries(os.path.join(dev, "infiniband_verbs")) or []
     if any(v.startswith("uverbs") for v in verbs):
         inst["rdma_available"] = "true"
 
@@ -55,7 +55,7 @@ def read_interface(path: str) -> tuple[bool, Instance]:
     _copy_attrs(path, _COMMON_ATTRS, inst)
     if physical:
         _copy_attrs(path, _DEVICE_ATTRS, inst)
-        driver = _read.link_name(os.path.join(dev, "driver"))
+        driver = hostfiles.link_name(os.path.join(dev, "driver"))
         if driver:
             inst["driver"] = driver
         _rdma(dev, inst)
@@ -68,7 +68,7 @@ class NetworkSource:
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
         f = Features()
         base = str(host.sys / "class/net")
-        names = _read.entries(base)
+        names = hostfiles.entries(base)
         if names is None:
             return f
         devices: list[Instance] = []

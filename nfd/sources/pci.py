@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import os
 
+from nfd import hostfiles
 from nfd.config import SourcesConfig
 from nfd.features import Features, Instance, Labels
 from nfd.hostroot import HostRoot
 from nfd.lazylog import get_logger
-from nfd.sources import _read
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ DEFAULT_LABEL_FIELDS = ("class", "vendor")
 
 
 def _value(dev_path: str, name: str) -> str | None:
-    raw = _read.attr(os.path.join(dev_path, name))
+    raw = hostfiles.attr(os.path.join(dev_path, name))
     if raw is None:
         return None
     value = raw.removeprefix("0x").strip()
@@ -53,10 +53,10 @@ def read_device(dev_path: str) -> Instance | None:
         if value is not None:
             inst[name] = value
     inst["address"] = os.path.basename(dev_path)
-    driver = _read.link_name(os.path.join(dev_path, "driver"))
+    driver = hostfiles.link_name(os.path.join(dev_path, "driver"))
     if driver:
         inst["driver"] = driver
-    numa = _read.attr(os.path.join(dev_path, "numa_node"))
+    numa = hostfiles.attr(os.path.join(dev_path, "numa_node"))
     if numa is not None:
         inst["numa_node"] = numa
     return inst
@@ -94,7 +94,7 @@ class PciSource:
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
         f = Features()
         base = str(host.sys / "bus/pci/devices")
-        names = _read.entries(base)
+        names = hostfiles.entries(base)
         if names is None:
             return f
         devices = [d for n in names if (d := read_device(os.path.join(base, n))) is not None]

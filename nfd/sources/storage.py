@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 
+from nfd import hostfiles
 from nfd.config import SourcesConfig
 from nfd.features import Features, Instance, Labels
 from nfd.hostroot import HostRoot
-from nfd.sources import _read
 
 _QUEUE_ATTRS = ("dax", "rotational", "nr_zones", "zoned")
 
@@ -20,10 +20,10 @@ _QUEUE_ATTRS = ("dax", "rotational", "nr_zones", "zoned")
 def read_block(path: str) -> Instance:
     inst: Instance = {"name": os.path.basename(path)}
     for name in _QUEUE_ATTRS:
-        value = _read.attr(os.path.join(path, "queue", name))
+        value = hostfiles.attr(os.path.join(path, "queue", name))
         if value is not None:
             inst[name] = value
-    size = _read.attr(os.path.join(path, "size"))
+    size = hostfiles.attr(os.path.join(path, "size"))
     if size is not None:
         inst["size"] = size
     return inst
@@ -35,7 +35,7 @@ class StorageSource:
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
         f = Features()
         base = str(host.sys / "block")
-        names = _read.entries(base)
+        names = hostfiles.entries(base)
         if names is None:
             return f
         f.instances["storage.block"] = [read_block(os.path.join(base, n)) for n in names]

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 
+from nfd import hostfiles
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
-from nfd.sources import _read
 
 LABELLED_KEYS = ("ID", "VERSION_ID", "VERSION_ID.major", "VERSION_ID.minor")
 DMI_KEYS = ("sys_vendor", "product_name")
@@ -44,7 +44,7 @@ def _node_name(host: HostRoot) -> str:
     env = os.environ.get("NODE_NAME")
     if env:
         return env
-    return _read.attr(str(host.proc / "sys/kernel/hostname")) or os.uname().nodename
+    return hostfiles.attr(str(host.proc / "sys/kernel/hostname")) or os.uname().nodename
 
 
 class SystemSource:
@@ -53,15 +53,19 @@ class SystemSource:
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
         f = Features()
         f.set_attributes("system.name", {"nodename": _node_name(host)})
-        # os-release lives in /etc, or only in /usr/lib where /etc's is a dangling link.
-        text = _read.text(str(host.etc / "os-release"))
-        if text is None:
-            text = _read.text(str(host.usr_lib / "os-release"))
+        # os-release lives in /etc, or only in /usr/lib where /etc's is a dangling link;
+        # its links are the host's (often absolute), followed inside the host root.
+        text = None
+        for candidate in (host.etc / "os-release", host.usr_lib / "os-release"):
+            path = host.resolve(candidate)
+            text = hostfiles.read_line(path) if path else None
+            if text is not None:
+                break
         if text is not None:
             f.set_attributes("system.osrelease", parse_os_release(text))
         dmi = {}
         for key in DMI_KEYS:
-            value = _read.attr(str(host.sys / "devices/virtual/dmi/id" / key))
+            value = hostfiles.attr(str(host.sys / "devices/virtual/dmi/id" / key))
             if value is not None:
                 dmi[key] = value
         if dmi:

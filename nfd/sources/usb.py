@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import os
 
+from nfd import hostfiles
 from nfd.config import SourcesConfig
 from nfd.features import Features, Instance, Labels
 from nfd.hostroot import HostRoot
-from nfd.sources import _read
 from nfd.sources.pci import device_labels, label_fields
 
 # Attribute name -> sysfs file, in upstream's order (which is also the label order).
@@ -28,19 +28,19 @@ DEFAULT_LABEL_FIELDS = ("class", "vendor", "device")
 def read_device(dev_path: str) -> list[Instance]:
     inst: Instance = {}
     for name, file in DEVICE_ATTRS.items():
-        value = _read.attr(os.path.join(dev_path, file))
+        value = hostfiles.attr(os.path.join(dev_path, file))
         if value:
             inst[name] = value
     inst["address"] = os.path.basename(dev_path)
     for name in ("busnum", "devnum"):
-        value = _read.attr(os.path.join(dev_path, name))
+        value = hostfiles.attr(os.path.join(dev_path, name))
         if value:
             inst[name] = value
     if inst.get("class") != "00":
         return [inst]
     out = []
-    for entry in _read.entries(dev_path) or ():
-        iface_class = _read.attr(os.path.join(dev_path, entry, "bInterfaceClass"))
+    for entry in hostfiles.entries(dev_path) or ():
+        iface_class = hostfiles.attr(os.path.join(dev_path, entry, "bInterfaceClass"))
         if iface_class is not None:
             out.append({**inst, "class": iface_class})
     return out
@@ -53,7 +53,7 @@ class UsbSource:
         f = Features()
         base = str(host.sys / "bus/usb/devices")
         devices: list[Instance] = []
-        for name in _read.entries(base) or ():
+        for name in hostfiles.entries(base) or ():
             path = os.path.join(base, name)
             if os.path.exists(os.path.join(path, "idProduct")):
                 devices.extend(read_device(path))

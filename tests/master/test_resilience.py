@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from .kubehelpers import kube_master, wait_for
@@ -106,12 +108,28 @@ def test_restart_with_changed_features_removes_only_stale_own_labels(fake_api):
     assert labels[f"{FNS}/fixture-a"] == "1" and labels[f"{FNS}/by-hand"] == "1"
 
 
-def test_node_missing_then_registered(fake_api):
+def test_node_missing_is_not_retried_until_it_sends_again(fake_api):
     with kube_master(fake_api) as m:
+        mark = fake_api.log.mark()
         m.put("late", {"a": "1"})
-        wait_for(lambda: "404" in m.view("late")["lastError"], what="a 404")
+        wait_for(lambda: "no Node 'late' in the cluster" in m.view("late")["lastError"], what="a 404")
+        assert m.view("late")["inSync"] is False
+        time.sleep(1.0)  # backoff 0.01-0.2 s: a retrying master would have read it again by now
+        reads = [r for r in fake_api.log.records(since=mark) if r.resource_path == "nodes" and r.verb == "get"]
+        assert len(reads) == 1
+        assert m.runtime.publisher.idle()
         fake_api.create_node("late")
+        m.put("late", {"a": "1"})  # its worker's next request: one more try
         wait_for(m.settled, what="publish once the Node exists")
+        assert fake_api.labels("late")[f"{FNS}/fixture-a"] == "1"
+
+
+def test_node_missing_is_published_when_the_resync_lists_it(fake_api):
+    with kube_master(fake_api, kube__resync_period_s=0.3) as m:
+        m.put("late", {"a": "1"})
+        wait_for(lambda: "no Node" in m.view("late")["lastError"], what="a 404")
+        fake_api.create_node("late")
+        wait_for(m.settled, what="publish at the resync")
         assert fake_api.labels("late")[f"{FNS}/fixture-a"] == "1"
 
 

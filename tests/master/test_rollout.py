@@ -258,7 +258,16 @@ def test_rolling_update_and_drain_lose_nothing_and_flap_nothing(fake_api, tmp_pa
         asyncio.run(fleet.round(str(ca.file())))
         leader = _leader(serving)
         assert leader is not None and leader.name.startswith("nfd-master-new")
-        view = httpx.get(leader.url + "/api/v1/nodes", timeout=30, verify=str(ca.file())).json()["items"]
+        view, cont = [], None
+        while cont != "":  # every page, as a Kubernetes client would
+            page = httpx.get(
+                leader.url + "/api/v1/nodes",
+                params={"limit": 500, **({"continue": cont} if cont else {})},
+                timeout=30,
+                verify=str(ca.file()),
+            ).json()
+            view += page["items"]
+            cont = page["metadata"]["continue"]
         # Nothing lost: the new leader holds every node's features, every Node its label.
         assert {v["node"]: v["digest"] for v in view} == fleet.digest
         assert all(v["inSync"] for v in view)

@@ -129,7 +129,9 @@ def test_features_dir_mapping(tmp_path: Path) -> None:
     c = replace(cfg, local=LocalConfig(features_dir=str(other)))
     assert Path(features_dir(host, c)) == other
     assert SRC.discover(host, c).attributes["local.label"] == {"x": "1"}
-    assert Path(features_dir(host, replace(cfg, local=LocalConfig(features_dir="/etcetera")))) == Path("/etcetera")
+    assert Path(features_dir(host, replace(cfg, local=LocalConfig(features_dir="/etcetera")))) == Path(
+        "/etcetera"
+    )
 
 
 def test_no_directory_gives_empty_features(tmp_path: Path, cfg: SourcesConfig) -> None:
@@ -153,3 +155,58 @@ def test_live_machine(cfg: SourcesConfig) -> None:
     assert set(f.attributes) == {"local.label", "local.feature"}
     if not os.path.isdir(cfg.local.features_dir):
         assert f.attributes["local.label"] == {}
+
+
+def test_control_characters_in_names_are_escaped_in_every_message(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    d = tmp_path / FEATURES_D
+    d.mkdir(parents=True)
+    (d / "f\x1b[31mile").write_text("ok=1\n# +weird\x1b[2J\nbad name\x00=1\n# +expiry-time=\x1b]0;x\n")
+    (d / "big\x07").write_bytes(b"x" * (70 * 1024))
+    caplog.set_level(logging.WARNING)
+    f = SRC.discover(HostRoot.under(tmp_path), SourcesConfig())
+    assert f.attributes["local.label"] == {"ok": "1"}
+    assert len(caplog.records) == 4
+    assert "\x1b" not in caplog.text and "\x00" not in caplog.text and "\x07" not in caplog.text
+    assert "f\\x1b[31mile:2" in caplog.text and "big\\x07" in caplog.text
+
+
+def test_next_expiry_is_the_earliest_time_still_to_come(tmp_path: Path) -> None:
+    soon, later, past = NOW + timedelta(minutes=5), NOW + timedelta(hours=2), NOW - timedelta(days=1)
+    text = (
+        f"always=1\n# +expiry-time={past.isoformat()}\nold=1\n"
+        f"# +expiry-time={later.isoformat()}\nlater=1\n# +expiry-time={soon.isoformat()}\nsoon=1\n"
+    )
+    parsed = parse_feature_file(text, "f", NOW)
+    assert parsed.labels == {"always": "1", "later": "1", "soon": "1"}
+    assert parsed.next_expiry == soon
+    # At that time the pass drops the lines it ends, and names the next one.
+    parsed = parse_feature_file(text, "f", soon + timedelta(seconds=1))
+    assert parsed.labels == {"always": "1", "later": "1"} and parsed.next_expiry == later
+    parsed = parse_feature_file(text, "f", later + timedelta(seconds=1))
+    assert parsed.labels == {"always": "1"} and parsed.next_expiry is None
+
+
+def test_the_source_exposes_the_next_expiry_of_the_directory(tmp_path: Path) -> None:
+    d = tmp_path / FEATURES_D
+    d.mkdir(parents=True)
+    t1, t2 = datetime.now(UTC) + timedelta(hours=3), datetime.now(UTC) + timedelta(hours=1)
+    (d / "a").write_text(f"# +expiry-time={t1.isoformat()}\na=1\n")
+    (d / "b").write_text(f"# +expiry-time={t2.isoformat()}\nb=1\n")
+    src = LocalSource()
+    assert src.next_expiry is None
+    src.discover(HostRoot.under(tmp_path), SourcesConfig())
+    assert src.next_expiry == t2
+    (d / "b").unlink()
+    src.discover(HostRoot.under(tmp_path), SourcesConfig())
+    assert src.next_expiry == t1
+
+
+def test_feature_files_linked_absolutely_are_the_hosts(tmp_path: Path) -> None:
+    d = tmp_path / FEATURES_D
+    d.mkdir(parents=True)
+    (tmp_path / "etc/shared.txt").write_text("linked=yes\n")
+    os.symlink("/etc/shared.txt", d / "link")
+    f = SRC.discover(HostRoot.under(tmp_path), SourcesConfig())
+    assert f.attributes["local.label"] == {"linked": "yes"}

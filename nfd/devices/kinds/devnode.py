@@ -10,8 +10,8 @@ from typing import Any
 
 from nfd.devices.kinds import string_list
 from nfd.devices.model import ConfigError, DeviceNode, FoundDevice
-from nfd.devices.sysfs import numa_above
 from nfd.features import Features
+from nfd.hostfiles import numa_above
 from nfd.hostroot import HostRoot
 
 _FIELDS = frozenset({"path", "name"})

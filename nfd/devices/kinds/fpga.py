@@ -22,8 +22,8 @@ from typing import Any
 
 from nfd.devices.kinds import describe_fields, hex_ids, mapping, string_list
 from nfd.devices.model import ConfigError, DeviceNode, FoundDevice
-from nfd.devices.sysfs import list_dir
 from nfd.features import Features
+from nfd.hostfiles import list_dir
 from nfd.hostroot import HostRoot
 from nfd.sources.accel_sysfs import pci_function, pci_functions
 from nfd.sources.fpga import FPGA_VENDORS, INTEL_FPGA_DEVICES, vendor_name

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from nfd import hostfiles
 from nfd.devices.kinds import describe_fields, hex_ids, mapping, string_list
 from nfd.devices.model import ConfigError, FoundDevice, env_name
-from nfd.devices.sysfs import driver_name, link_name, numa_value, read_attr
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 
@@ -104,10 +104,10 @@ class PciKind:
             attrs["address"] = addr
             sysdir = host.sys / "bus/pci/devices" / addr
             if not attrs["iommu_group"]:  # the group's number is the name its link points to
-                attrs["iommu_group"] = link_name(sysdir / "iommu_group") or ""
-            numa = numa_value(read_attr(sysdir / "numa_node"))
+                attrs["iommu_group"] = hostfiles.link_name(sysdir / "iommu_group") or ""
+            numa = hostfiles.numa_node(hostfiles.attr(sysdir / "numa_node"))
             if numa is None and not (sysdir / "numa_node").exists():
-                numa = numa_value(inst.get("numa_node"))  # sysfs unreadable: trust discovery
+                numa = hostfiles.numa_node(inst.get("numa_node"))  # sysfs unreadable: trust discovery
             found[addr] = FoundDevice(
                 id=addr,
                 numa_node=numa,
@@ -122,7 +122,7 @@ class PciKind:
             return "PCI device gone from sysfs"
         want = device.attributes.get("driver", "")
         if want:
-            have = driver_name(sysdir)
+            have = hostfiles.driver_name(sysdir)
             if have is None:
                 return f"driver {want} unbound"
             if have != want:

@@ -6,9 +6,9 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
+from nfd import hostfiles
 from nfd.devices.kinds import describe_fields, hex_ids, mapping, string_list
 from nfd.devices.model import DeviceNode, FoundDevice
-from nfd.devices.sysfs import numa_above, read_attr
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 
@@ -67,7 +67,7 @@ class UsbKind:
         sysdir = host.sys / "bus/usb/devices" / attrs["address"]
         return FoundDevice(
             id=attrs["address"],
-            numa_node=numa_above(sysdir, host.sys),
+            numa_node=hostfiles.numa_above(sysdir, host.sys),
             device_nodes=nodes,
             attributes=attrs,
         )
@@ -92,7 +92,7 @@ class UsbKind:
             return "USB device unplugged"
         # A re-plugged device keeps its port (our ID) but gets a new device number, so its
         # node moves: follow it.
-        busnum, devnum = read_attr(sysdir / "busnum"), read_attr(sysdir / "devnum")
+        busnum, devnum = hostfiles.attr(sysdir / "busnum"), hostfiles.attr(sysdir / "devnum")
         if (
             busnum
             and devnum

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, HTTPException, Path, Request, params
+from fastapi import Depends, Header, HTTPException, Request, params
 
 from nfd.master.auth import AuthError
 from nfd.master.readauth import METRICS, NODES_GET, NODES_LIST, Access
@@ -18,34 +18,6 @@ async def get_runtime(request: Request) -> Runtime:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
-
-NodeName = Annotated[
-    str,
-    Path(
-        min_length=1,
-        max_length=253,
-        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
-        description="the Node's name",
-    ),
-]
-
-
-async def authorized_node(
-    rt: RuntimeDep,
-    node: NodeName,
-    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
-) -> str:
-    """The node name, once the caller is shown to be that node's worker."""
-    if rt.authenticator is None:
-        return node
-    try:
-        await rt.authenticator.authorize(authorization, node)
-    except AuthError as e:
-        raise _http_error(e) from None
-    return node
-
-
-AuthorizedNode = Annotated[str, Depends(authorized_node)]
 
 
 def _http_error(e: AuthError) -> HTTPException:

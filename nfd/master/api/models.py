@@ -2,9 +2,32 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
+
+NODE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+"""A Node's name: a DNS subdomain (RFC 1123), at most 253 characters."""
+_NODE_NAME = re.compile(NODE_NAME_PATTERN)
+
+
+def node_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a Node's name, or None when it can."""
+    if len(name) > 253:
+        return f"a node name has at most 253 characters, not {len(name)}"
+    if _NODE_NAME.fullmatch(name) is None:
+        return (
+            f"{name!r} is not a node name: lower-case letters, digits, '-' and '.', "
+            "each dot-separated part starting and ending with a letter or digit"
+        )
+    return None
+
+
+class Problem(BaseModel):
+    """Every error answer but 422 (whose ``detail`` lists the fields, as FastAPI's)."""
+
+    detail: str
 
 
 class FlagSet(BaseModel):
@@ -91,5 +114,17 @@ class NodeStatus(NodeResponse):
     )
 
 
+class ListMeta(BaseModel):
+    continue_: str = Field(
+        default="",
+        alias="continue",
+        description="pass as `continue` for the next page; empty on the last page",
+    )
+    remainingItemCount: int = Field(default=0, description="nodes after this page")
+
+
 class NodeList(BaseModel):
+    """One page of nodes, in name order."""
+
     items: list[NodeStatus]
+    metadata: ListMeta

@@ -1,0 +1,55 @@
+"""A worker's request body into JSON values, or the reasons it cannot be (FastAPI's
+422 shape: a list of ``{"loc", "msg", "type"}``).
+
+The body must be UTF-8 JSON nesting at most ``MAX_DEPTH`` levels, with no NaN or
+infinity and no lone surrogate escapes. pydantic-core's parser (jiter) checks all of
+this in one pass, faster than ``json.loads``, and stops at its recursion limit instead
+of recursing as deep as the body goes: a body of ``[[[[...`` costs bounded work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import from_json
+
+MAX_DEPTH = 200
+"""Deepest nesting of arrays and objects a body may have: the parser's recursion limit
+(the wire format needs 6)."""
+
+
+class BodyError(Exception):
+    """The body cannot be used; ``issues`` say why, in FastAPI's validation-error shape."""
+
+    def __init__(self, issues: list[dict[str, Any]]) -> None:
+        super().__init__("; ".join(str(i["msg"]) for i in issues))
+        self.issues = issues
+
+
+def _issue(msg: str, kind: str, *loc: str | int) -> dict[str, Any]:
+    return {"loc": ["body", *loc], "msg": msg, "type": kind}
+
+
+def parse(body: bytes) -> Any:
+    """The body's JSON value; raises BodyError (not UTF-8, not JSON, too deep)."""
+    try:
+        body.decode("utf-8")  # for the message: the parser would say "invalid unicode code point"
+    except UnicodeDecodeError as e:
+        raise BodyError([_issue(f"the body is not UTF-8 (byte {e.start})", "utf8_invalid")]) from None
+    try:
+        return from_json(body, allow_inf_nan=False)
+    except ValueError as e:
+        if "recursion limit" in str(e):
+            raise BodyError([_issue(f"JSON nests deeper than {MAX_DEPTH} levels", "json_too_deep")]) from None
+        raise BodyError([_issue(f"JSON decode error: {e}", "json_invalid")]) from None
+
+
+def check(model: type[BaseModel], data: Any) -> None:
+    """``data`` against ``model``; raises BodyError naming each field that fails."""
+    try:
+        model.model_validate(data)
+    except ValidationError as e:
+        raise BodyError(
+            [_issue(err["msg"], err["type"], *err["loc"]) for err in e.errors(include_url=False)]
+        ) from None
