@@ -40,8 +40,11 @@ NODE = "image-test-node"
 # A master with no API server, serving plain HTTP on loopback to workers without tokens:
 # the flags a local master takes (the port is added per run).
 MASTER_ARGS = ["master", "--host=127.0.0.1", "--no-publish", "--no-auth"]
-# Worker flags that name the in-cluster master; replaced by the local one.
-IN_CLUSTER_FLAGS = ("--master=", "--port=", "--ca-file=")
+# Worker flags that need the cluster (its master over HTTPS, the API server for NodeFeature
+# objects); replaced by the local master, which serves plain HTTP (hence --plain-http: the
+# stand-in token then travels in cleartext, on loopback).
+IN_CLUSTER_FLAGS = ("--master=", "--port=", "--ca-file=", "--publish=")
+LOCAL_WORKER_FLAGS = ["--port=0", "--plain-http"]
 # The pods' securityContext: read-only root, uid 65532, nothing gained.
 SECURE = [
     "--read-only", "--user", "65532:65532", "--cap-drop=ALL", "--security-opt", "no-new-privileges",
@@ -188,7 +191,7 @@ def check_master_and_workers(podman: Podman, scratch: Path, labels: dict[str, st
         node = f"{NODE}-{overlay}"
         worker = worker_of(overlay, node, scratch)
         args = [a for a in worker.args if not a.startswith(IN_CLUSTER_FLAGS)]
-        oneshot = [*run_args(worker), *args, f"--master={base}", "--port=0", "--oneshot"]
+        oneshot = [*run_args(worker), *args, f"--master={base}", *LOCAL_WORKER_FLAGS, "--oneshot"]
         try:
             podman.run("run", "--rm", "--network=host", *oneshot)
         except Failed as e:
@@ -219,7 +222,7 @@ def check_master_and_workers(podman: Podman, scratch: Path, labels: dict[str, st
         *run_args(worker),
         *args,
         f"--master={base}",
-        "--port=0",
+        *LOCAL_WORKER_FLAGS,
     )
     running = ["inspect", "--format", "{{.State.Running}}", name]
     wait_for("long-running worker up", lambda: podman.run(*running).strip() == "true", 30)

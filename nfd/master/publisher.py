@@ -128,6 +128,17 @@ class KubePublisher:
         if self._prime_task is None or self._prime_task.done():
             self._prime_task = asyncio.get_running_loop().create_task(self._prime())
 
+    def conditions_met(self) -> None:
+        """The cluster's rules, or its NodeFeature objects, are listed now: start writing
+        if this instance may. Unlike ``resume`` (leadership changed), the Nodes are not
+        listed again when they already were."""
+        if not self.may_write():
+            return
+        if self._prime_task is None:
+            self.resume()
+        elif self.primed.is_set():
+            self.queue.release()
+
     async def _prime(self) -> None:
         rv = ""
         try:

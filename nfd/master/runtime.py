@@ -236,13 +236,13 @@ def build_runtime(
         api=api if settings.rules.watch else None,
         metrics=metrics,
         on_change=service.set_rules,
-        on_synced=publisher.resume if isinstance(publisher, KubePublisher) else None,
+        on_synced=publisher.conditions_met if isinstance(publisher, KubePublisher) else None,
     )
     if api is not None and settings.nodefeatures.watch:
 
         def nodefeatures_synced() -> None:
             if isinstance(publisher, KubePublisher):
-                publisher.resume()
+                publisher.conditions_met()
 
         nodefeatures = NodeFeatureWatcher(
             api=api,
