@@ -64,3 +64,24 @@ def add_policy_arguments(p: argparse.ArgumentParser, *, master: bool) -> None:
             "--enable-taints", action="store_true",
             help="let rules taint the node (without it, taints are reported as rejected)",
         )  # fmt: skip
+
+
+def add_device_arguments(p: argparse.ArgumentParser, *, discovers: str) -> None:
+    """The flags ``nfd device-plugin`` and ``nfd dra`` share: where CDI specs go, the
+    host, the features to select devices from (``discovers``: the sources read without
+    ``--features``) and the health poll."""
+    p.add_argument(
+        "--cdi-dir", metavar="DIR", default="/var/run/cdi", help="where CDI spec files are written"
+    )
+    p.add_argument(
+        "--host-root", metavar="DIR", help="host filesystem root (default from NFD_HOST_* variables)"
+    )
+    p.add_argument(
+        "--features", metavar="FILE",
+        help=f"use these raw features (upstream JSON shape, or `nfd discover -o json` output) "
+        f"instead of discovering {discovers}",
+    )  # fmt: skip
+    p.add_argument(
+        "--poll-interval", metavar="SECONDS", type=float, default=0.2,
+        help="device health poll interval (default 0.2)",
+    )  # fmt: skip

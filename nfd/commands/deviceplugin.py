@@ -20,6 +20,9 @@ log = logging.getLogger("nfd.deviceplugin")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from nfd.commands._common import add_device_arguments
+
+    add_device_arguments(p, discovers="pci/usb")
     p.add_argument(
         "--config", metavar="FILE", required=True, help="device-plugin config (resources and selectors)"
     )
@@ -28,22 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="kubelet's device-plugin socket directory",
     )  # fmt: skip
     p.add_argument(
-        "--cdi-dir", metavar="DIR", default="/var/run/cdi", help="where CDI spec files are written"
-    )
-    p.add_argument(
-        "--host-root", metavar="DIR", help="host filesystem root (default from NFD_HOST_* variables)"
-    )
-    p.add_argument(
         "--check", action="store_true", help="validate the config against this node, print the devices, exit"
     )
-    p.add_argument(
-        "--features", metavar="FILE",
-        help="use these raw features (upstream JSON shape, or `nfd discover -o json` output) instead of discovering pci/usb",
-    )  # fmt: skip
-    p.add_argument(
-        "--poll-interval", metavar="SECONDS", type=float, default=0.2,
-        help="device health poll interval (default 0.2)",
-    )  # fmt: skip
 
 
 def features_for(

@@ -20,6 +20,9 @@ log = logging.getLogger("nfd.dra")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from nfd.commands._common import add_device_arguments
+
+    add_device_arguments(p, discovers="pci/usb/gpu")
     p.add_argument("--config", metavar="FILE", required=True, help="device config (resources and selectors)")
     p.add_argument(
         "--node-name", metavar="NAME", default=os.environ.get("NODE_NAME"),
@@ -33,20 +36,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--registry-dir", metavar="DIR", default="/var/lib/kubelet/plugins_registry",
         help="kubelet's plugin registration directory",
-    )  # fmt: skip
-    p.add_argument(
-        "--cdi-dir", metavar="DIR", default="/var/run/cdi", help="where CDI spec files are written"
-    )
-    p.add_argument(
-        "--host-root", metavar="DIR", help="host filesystem root (default from NFD_HOST_* variables)"
-    )
-    p.add_argument(
-        "--features", metavar="FILE",
-        help="use these raw features instead of discovering pci/usb/gpu (as nfd device-plugin --features)",
-    )  # fmt: skip
-    p.add_argument(
-        "--poll-interval", metavar="SECONDS", type=float, default=0.2,
-        help="device health poll interval (default 0.2)",
     )  # fmt: skip
     p.add_argument(
         "--rediscover-interval", metavar="SECONDS", type=float, default=10.0,

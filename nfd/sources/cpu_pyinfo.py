@@ -11,9 +11,9 @@ runs on, never for a ``--host-root`` copy of another node.
 from __future__ import annotations
 
 from nfd.chars import is_name
+from nfd.hostfiles import read_line
 from nfd.hostroot import HostRoot
 from nfd.lazylog import get_logger
-from nfd.sources._read import read_line
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
