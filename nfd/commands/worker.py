@@ -6,7 +6,13 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from nfd.features import Features
+    from nfd.sources import FeatureSource
 
 from nfd import __version__
 
@@ -101,7 +107,6 @@ def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
     from nfd.commands._common import host_root, worker_config
     from nfd.config import ConfigError, parse_duration
-    from nfd.features import Features
     from nfd.policy import dns_subdomain_error
     from nfd.sources import UnknownSourceError, default_registry
     from nfd.worker.backoff import Backoff
@@ -229,6 +234,7 @@ def run(args: argparse.Namespace) -> int:
         backoff=Backoff(cap=retry_cap),
         device_plugin_resources=plugin_resources or (),
         oneshot=args.oneshot,
+        next_change=_features_d_expiry(sources),
     )
 
     if args.oneshot:
@@ -271,3 +277,14 @@ def run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     agent.run_until(stop)
     return 0
+
+
+def _features_d_expiry(sources: list[FeatureSource]) -> Callable[[Features], datetime | None] | None:
+    """When the features change by themselves: the local source's next features.d
+    ``expiry-time`` (a pass is scheduled then, whatever the interval)."""
+    from nfd.sources.local import LocalSource
+
+    local = next((s for s in sources if isinstance(s, LocalSource)), None)
+    if local is None:
+        return None
+    return lambda _features: local.next_expiry

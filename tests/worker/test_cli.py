@@ -6,6 +6,7 @@ import json
 import logging
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -233,3 +234,13 @@ def test_https_master_verified_with_the_ca_file(tmp_path: Path, host: HostTree) 
         assert r.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in r.stderr
     finally:
         master.stop()
+
+
+def test_a_features_d_line_expires_on_time(master: Master, host: HostTree, start_worker, node: str) -> None:
+    # An hour between passes: only the expiry time can take the label away.
+    expires = datetime.now(UTC) + timedelta(seconds=3)
+    host.write("expiring", f"# +expiry-time={expires.strftime('%Y-%m-%dT%H:%M:%SZ')}\nexpiring=yes\n")
+    start_worker(master.url, host, "--sleep-interval", "1h")
+    wait_until(lambda: (master.labels(node) or {}).get("expiring") == "yes", what="the label")
+    wait_until(lambda: "expiring" not in (master.labels(node) or {}), timeout=15, what="the label expired")
+    assert datetime.now(UTC) >= expires.replace(microsecond=0)
