@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from nfd.discover import discover
+from nfd.discovery import discover
 
 from nfd.config import SourcesConfig
 from nfd.hostroot import HostRoot
