@@ -7,9 +7,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from nfd.discovery import discover
-
 from nfd.config import SourcesConfig
+from nfd.discovery import discover
 from nfd.hostroot import HostRoot
 from nfd.sources import default_registry
 
