@@ -108,7 +108,9 @@ class Replica:
             self.synced = (
                 self.failures >= 3
                 or (elector is not None and elector.leader)
-                or (elector is not None and elector.tried and self.rt.leader_url() is None)
+                # No other replica holds the lease (a leader whose address is not read
+                # yet is no reason to take requests it would never see).
+                or (elector is not None and elector.tried and elector.holder in ("", elector.s.identity))
             )
         return self.synced
 

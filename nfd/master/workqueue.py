@@ -20,6 +20,9 @@ from nfd.master.apierrors import KubeError
 log = logging.getLogger(__name__)
 
 
+RECHECK_S = 1.0  # how often parked nodes are looked at again while any wait
+
+
 class WorkQueue:
     def __init__(
         self,
@@ -44,6 +47,7 @@ class WorkQueue:
         self.busy: set[str] = set()
         self._dirty: set[str] = set()  # queued again while a worker held it
         self._parked: set[str] = set()  # waiting for ready()
+        self._recheck: asyncio.TimerHandle | None = None
         self._attempts: dict[str, int] = {}
         self._retries: dict[str, asyncio.TimerHandle] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -68,6 +72,22 @@ class WorkQueue:
         parked, self._parked = self._parked, set()
         self.add_all(parked)
 
+    def _arm_recheck(self) -> None:
+        # ready() turns true through several events (leadership, rules listed, NodeFeature
+        # objects listed, Nodes primed), each of which calls release(); a second look
+        # while anything is parked makes sure no ordering of them can strand a node.
+        if self._recheck is None:
+            self._recheck = asyncio.get_running_loop().call_later(RECHECK_S, self._check_parked)
+
+    def _check_parked(self) -> None:
+        self._recheck = None
+        if not self._parked:
+            return
+        if self._ready():
+            self.release()
+        else:
+            self._arm_recheck()
+
     def forget(self, name: str) -> None:
         """The node is gone: no retry for it."""
         handle = self._retries.pop(name, None)
@@ -84,6 +104,9 @@ class WorkQueue:
             self._tasks.append(asyncio.create_task(self._worker(), name=f"publisher-{i}"))
 
     async def stop(self) -> None:
+        if self._recheck is not None:
+            self._recheck.cancel()
+            self._recheck = None
         for h in self._retries.values():
             h.cancel()
         self._retries.clear()
@@ -99,6 +122,7 @@ class WorkQueue:
             self._on_depth(len(self._queued))
             if not self._ready():
                 self._parked.add(name)
+                self._arm_recheck()
                 continue
             self.busy.add(name)
             try:
