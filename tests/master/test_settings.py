@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from nfd.cli import CliError, build_parser
-from nfd.commands.master import settings_from_args
+from nfd.commands.master_settings import settings_from_args
 
 
 def args(*argv: str):
