@@ -1,11 +1,14 @@
-"""What several commands take from their arguments the same way: the host root and the
-worker config file. Errors become CliError (one line, exit 2)."""
+"""What several commands share: the options they declare alike (host root, node name,
+kubeconfig, port, the publishing policy, the device options), reading the host root and
+the worker config file from them, and stopping on SIGTERM/SIGINT. Errors become CliError
+(one line, exit 2). On ``nfd discover``'s start-up path: imports stay inside functions."""
 
 from __future__ import annotations
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
     import argparse
+    import logging
     from collections.abc import Callable
 
     from nfd.config import WorkerConfig
@@ -73,9 +76,7 @@ def add_device_arguments(p: argparse.ArgumentParser, *, discovers: str) -> None:
     p.add_argument(
         "--cdi-dir", metavar="DIR", default="/var/run/cdi", help="where CDI spec files are written"
     )
-    p.add_argument(
-        "--host-root", metavar="DIR", help="host filesystem root (default from NFD_HOST_* variables)"
-    )
+    add_host_root_argument(p)
     p.add_argument(
         "--features", metavar="FILE",
         help=f"use these raw features (upstream JSON shape, or `nfd discover -o json` output) "
@@ -85,3 +86,46 @@ def add_device_arguments(p: argparse.ArgumentParser, *, discovers: str) -> None:
         "--poll-interval", metavar="SECONDS", type=float, default=0.2,
         help="device health poll interval (default 0.2)",
     )  # fmt: skip
+
+
+def add_host_root_argument(p: argparse.ArgumentParser, *, reads: str | None = None) -> None:
+    """``--host-root DIR``, as host_root() takes it (``reads``: the host directories the
+    command reads, named in its help)."""
+    if reads is None:
+        help_text = "host filesystem root (default from NFD_HOST_* variables)"
+    else:
+        help_text = f"read the host's {reads} below DIR (default: from NFD_HOST_* variables, else /)"
+    p.add_argument("--host-root", metavar="DIR", help=help_text)
+
+
+def add_node_name_argument(p: argparse.ArgumentParser, *, env_default: bool = True) -> None:
+    """``--node-name`` (``env_default``: $NODE_NAME as the parser's default; without it
+    the command reads $NODE_NAME itself, to say which of the two a bad name came from)."""
+    import os
+
+    default = os.environ.get("NODE_NAME") if env_default else None
+    p.add_argument("--node-name", metavar="NAME", default=default, help="this node's name (default $NODE_NAME)")
+
+
+def add_kubeconfig_argument(
+    p: argparse.ArgumentParser, help_text: str = "kubeconfig (default: in-cluster, then $KUBECONFIG)"
+) -> None:
+    p.add_argument("--kubeconfig", metavar="FILE", help=help_text)
+
+
+def add_port_argument(p: argparse.ArgumentParser, *, serves: str, default: str) -> None:
+    """``--port N`` for the command's HTTP endpoints (None when not given)."""
+    p.add_argument("--port", type=int, default=None, help=f"port for {serves} (default {default})")
+
+
+def stop_on_signals(stop: Callable[[], object], log: logging.Logger) -> None:
+    """SIGTERM (how a Pod is stopped) and SIGINT call ``stop``, which ends the command's
+    run loop; the command then exits 0."""
+    import signal
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal %d: stopping", signum)
+        stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)

@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -78,7 +77,7 @@ def _print_check(states: list[ResourceState]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
-    from nfd.commands._common import host_root
+    from nfd.commands._common import host_root, stop_on_signals
     from nfd.devices.config import DEVICE_PLUGIN, load_config
     from nfd.devices.inventory import build_served_states
     from nfd.devices.model import ConfigError
@@ -124,12 +123,7 @@ def run(args: argparse.Namespace) -> int:
         states, plugin_dir=args.plugin_dir, cdi_dir=args.cdi_dir, poll_interval=args.poll_interval
     )
 
-    def _stop(signum: int, _frame: object) -> None:
-        log.info("signal %d: stopping", signum)
-        manager.stop()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    stop_on_signals(manager.stop, log)
     manager.start()
     print(f"serving: {', '.join(manager.served_resources()) or '(nothing)'}", file=sys.stderr, flush=True)
     while not manager.wait(1.0):

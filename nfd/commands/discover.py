@@ -11,11 +11,9 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--host-root", metavar="DIR",
-        help="read the host's sys, proc, etc, boot ... below DIR (default: from NFD_HOST_* "
-        "variables, else /)",
-    )  # fmt: skip
+    from nfd.commands._common import add_host_root_argument, add_policy_arguments
+
+    add_host_root_argument(p, reads="sys, proc, etc, boot ...")
     p.add_argument(
         "--sources", metavar="LIST", default=None,
         help="comma-separated feature sources, 'all', '-name' to drop one (default: "
@@ -28,8 +26,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "NodeFeature object upstream's worker would write for this node (YAML; node from "
         "NODE_NAME, namespace and owning pod from POD_NAMESPACE, POD_NAME, POD_UID)",
     )  # fmt: skip
-    from nfd.commands._common import add_policy_arguments
-
     add_policy_arguments(p, master=False)
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -20,15 +18,12 @@ log = logging.getLogger("nfd.dra")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from nfd.commands._common import add_device_arguments
+    from nfd.commands._common import add_device_arguments, add_kubeconfig_argument, add_node_name_argument
 
     add_device_arguments(p, discovers="pci/usb/gpu")
     p.add_argument("--config", metavar="FILE", required=True, help="device config (resources and selectors)")
-    p.add_argument(
-        "--node-name", metavar="NAME", default=os.environ.get("NODE_NAME"),
-        help="this node's name (default $NODE_NAME)",
-    )  # fmt: skip
-    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then $KUBECONFIG)")
+    add_node_name_argument(p)
+    add_kubeconfig_argument(p)
     p.add_argument(
         "--plugin-dir", metavar="DIR",
         help="where the DRA socket and checkpoint live (default /var/lib/kubelet/plugins/<driver>)",
@@ -53,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
-    from nfd.commands._common import host_root
+    from nfd.commands._common import host_root, stop_on_signals
     from nfd.commands.deviceplugin import features_for
     from nfd.devices.config import DRA, load_config
     from nfd.devices.inventory import build_served_states, build_states
@@ -130,12 +125,7 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         raise CliError(str(e)) from None
 
-    def _stop(signum: int, _frame: object) -> None:
-        log.info("signal %d: stopping", signum)
-        driver.stop()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    stop_on_signals(driver.stop, log)
     print(
         f"serving DRA driver {config.driver_name} for node {node}: {len(inventory.by_name)} device(s)",
         file=sys.stderr,

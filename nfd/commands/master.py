@@ -6,15 +6,12 @@ import argparse
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from nfd.commands._common import add_kubeconfig_argument, add_policy_arguments, add_port_argument
+
     p.add_argument("--config", metavar="FILE", help="master config file (YAML)")
     p.add_argument("--host", default=None, help="address to listen on (default 0.0.0.0)")
-    p.add_argument(
-        "--port",
-        type=int,
-        default=None,
-        help="port for the API, /healthz, /readyz and /metrics (default 8080)",
-    )
-    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then KUBECONFIG)")
+    add_port_argument(p, serves="the API, /healthz, /readyz and /metrics", default="8080")
+    add_kubeconfig_argument(p, "kubeconfig (default: in-cluster, then KUBECONFIG)")
     p.add_argument(
         "--no-publish", action="store_true", help="keep nodes in memory; never write to the API server"
     )
@@ -24,8 +21,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--worker-service-account", metavar="NS:NAME",
         help="service account workers run as (default node-feature-discovery:nfd-worker)",
     )  # fmt: skip
-    from nfd.commands._common import add_policy_arguments
-
     add_policy_arguments(p, master=True)
     p.add_argument("--rules-dir", metavar="DIR", help="directory of NodeFeatureRule YAML files")
     p.add_argument(

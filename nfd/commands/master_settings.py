@@ -4,11 +4,11 @@ Bad input is a CliError (one line, exit 2)."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable
+    from pathlib import Path
 
     from pydantic import ValidationError
 
@@ -19,13 +19,11 @@ _DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 def settings_from_args(args: argparse.Namespace) -> MasterSettings:
     """Settings: defaults < environment (NFD_MASTER_*) < config file < flags."""
-    from pathlib import Path
-
     from pydantic import ValidationError
     from pydantic_settings import SettingsError
 
     from nfd.cli import CliError
-    from nfd.config import ConfigError, parse_duration
+    from nfd.config import ConfigError
     from nfd.master.masterconfig import load_master_config
     from nfd.master.settings import MasterSettings
 
@@ -48,40 +46,35 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         s.server.host = args.host
     if args.port is not None:
         s.server.port = args.port
-    if args.max_body_bytes is not None:
-        if args.max_body_bytes <= 0:
-            raise CliError("--max-body-bytes must be positive")
-        s.server.max_body_bytes = args.max_body_bytes
     if bool(args.tls_cert_file) != bool(args.tls_key_file):
         raise CliError("--tls-cert-file and --tls-key-file go together")
     if args.tls_cert_file:
-        for flag, f in (("--tls-cert-file", args.tls_cert_file), ("--tls-key-file", args.tls_key_file)):
-            if not Path(f).is_file():
-                raise CliError(f"{flag} {f}: no such file")
-        s.tls.cert_file, s.tls.key_file = Path(args.tls_cert_file), Path(args.tls_key_file)
-    if args.no_tls:
-        if args.tls_cert_file:
-            raise CliError("--no-tls and --tls-cert-file contradict each other")
-        s.tls.enabled = False
-    _set_given(
-        s.tls, _dns_name_error,
-        ("--tls-secret", "secret_name", args.tls_secret),
-        ("--tls-ca-configmap", "ca_configmap", args.tls_ca_configmap),
-        ("--tls-service", "service_name", args.tls_service),
-    )  # fmt: skip
+        s.tls.cert_file = _existing("--tls-cert-file", args.tls_cert_file)
+        s.tls.key_file = _existing("--tls-key-file", args.tls_key_file)
+    if args.no_tls and args.tls_cert_file:
+        raise CliError("--no-tls and --tls-cert-file contradict each other")
+    # The valued flags whose value only needs checking: each given one is set.
+    for flag, value, group, attr, error_of in (
+        ("--max-body-bytes", args.max_body_bytes, s.server, "max_body_bytes", _positive_error),
+        ("--tls-secret", args.tls_secret, s.tls, "secret_name", _dns_name_error),
+        ("--tls-ca-configmap", args.tls_ca_configmap, s.tls, "ca_configmap", _dns_name_error),
+        ("--tls-service", args.tls_service, s.tls, "service_name", _dns_name_error),
+        ("--kube-api-qps", args.kube_api_qps, s.kube, "qps", _positive_error),
+        ("--kube-api-burst", args.kube_api_burst, s.kube, "burst", _positive_error),
+        ("--parallelism", args.parallelism, s.kube, "parallelism", _positive_error),
+    ):
+        if value is not None:
+            error = error_of(value)
+            if error:
+                raise CliError(f"{flag}{error}")
+            setattr(group, attr, value)
     for name in args.tls_dns_name:
         error = _dns_name_error(name)
         if error:
             raise CliError(f"--tls-dns-name{error}")
     s.tls.extra_dns_names += args.tls_dns_name
     if args.kubeconfig:
-        if not Path(args.kubeconfig).is_file():
-            raise CliError(f"--kubeconfig {args.kubeconfig}: no such file")
-        s.kube.kubeconfig = Path(args.kubeconfig)
-    if args.no_publish:
-        s.kube.publish = False
-    if args.no_auth:
-        s.auth.enabled = False
+        s.kube.kubeconfig = _existing("--kubeconfig", args.kubeconfig)
     if args.auth_audience:
         s.auth.audience = args.auth_audience
     if args.worker_service_account:
@@ -93,60 +86,60 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
     s.policy.deny_label_ns += args.deny_label_ns
     if args.label_whitelist is not None:
         s.policy.label_whitelist = args.label_whitelist
-    if args.enable_taints:
-        s.policy.enable_taints = True
     if args.rules_dir:
-        if not Path(args.rules_dir).is_dir():
-            raise CliError(f"--rules-dir {args.rules_dir}: no such directory")
-        s.rules.rules_dir = Path(args.rules_dir)
-    if args.no_rule_watch:
-        s.rules.watch = False
-    if args.no_nodefeature_watch:
-        s.nodefeatures.watch = False
+        s.rules.rules_dir = _existing("--rules-dir", args.rules_dir, directory=True)
     if args.resync_period:
-        try:
-            period = parse_duration(args.resync_period, where="--resync-period")
-        except ConfigError as e:
-            raise CliError(str(e)) from None
+        period = _duration("--resync-period", args.resync_period)
         if period <= 0:
             raise CliError("--resync-period must be positive")
         s.kube.resync_period_s = period
     if args.gc_interval:
-        try:
-            gc_every = parse_duration(args.gc_interval, where="--gc-interval")
-        except ConfigError as e:
-            raise CliError(str(e)) from None
+        gc_every = _duration("--gc-interval", args.gc_interval)
         if gc_every < 0:
             raise CliError("--gc-interval must not be negative")
         if gc_every == 0:
             s.nodefeatures.gc = False
         else:
             s.nodefeatures.gc_interval_s = gc_every
-    if args.enable_leader_election:
-        s.leader.enabled = True
-    _set_given(
-        s.kube, _positive_error,
-        ("--kube-api-qps", "qps", args.kube_api_qps),
-        ("--kube-api-burst", "burst", args.kube_api_burst),
-        ("--parallelism", "parallelism", args.parallelism),
-    )  # fmt: skip
+    # The switches: each sets one setting when given.
+    for given, section, field, setting in (
+        (args.no_tls, s.tls, "enabled", False),
+        (args.no_publish, s.kube, "publish", False),
+        (args.no_auth, s.auth, "enabled", False),
+        (args.enable_taints, s.policy, "enable_taints", True),
+        (args.no_rule_watch, s.rules, "watch", False),
+        (args.no_nodefeature_watch, s.nodefeatures, "watch", False),
+        (args.enable_leader_election, s.leader, "enabled", True),
+    ):
+        if given:
+            setattr(section, field, setting)
     return s
 
 
-def _set_given(target: object, error_of: Callable[[Any], str | None], *flags: tuple[str, str, Any]) -> None:
-    """Each (flag, attribute, value) whose flag was given: ``value`` checked, then set on
-    ``target``. ``error_of`` says what is wrong with a value, after the flag's name."""
+def _existing(flag: str, path: str, *, directory: bool = False) -> Path:
+    from pathlib import Path
+
     from nfd.cli import CliError
 
-    for flag, attr, val in flags:
-        if val is not None:
-            error = error_of(val)
-            if error:
-                raise CliError(f"{flag}{error}")
-            setattr(target, attr, val)
+    if directory and not Path(path).is_dir():
+        raise CliError(f"{flag} {path}: no such directory")
+    if not directory and not Path(path).is_file():
+        raise CliError(f"{flag} {path}: no such file")
+    return Path(path)
+
+
+def _duration(flag: str, value: str) -> float:
+    from nfd.cli import CliError
+    from nfd.config import ConfigError, parse_duration
+
+    try:
+        return parse_duration(value, where=flag)
+    except ConfigError as e:
+        raise CliError(str(e)) from None
 
 
 def _dns_name_error(name: str) -> str | None:
+    """What is wrong with a flag's value (said after the flag's name), or None."""
     if _DNS_NAME.match(name):
         return None
     return f" {name!r}: expected a lowercase DNS name (a-z, 0-9, '-', '.')"

@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import signal
 import sys
 from typing import Any
 
@@ -15,9 +13,10 @@ log = logging.getLogger("nfd.topology")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--node-name", metavar="NAME", default=os.environ.get("NODE_NAME"),
-                   help="this node's name (default $NODE_NAME)")  # fmt: skip
-    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then $KUBECONFIG)")
+    from nfd.commands._common import add_host_root_argument, add_kubeconfig_argument, add_node_name_argument
+
+    add_node_name_argument(p)
+    add_kubeconfig_argument(p)
     p.add_argument(
         "--podresources-socket", metavar="PATH", default="/var/lib/kubelet/pod-resources/kubelet.sock",
         help="kubelet's PodResources socket",
@@ -29,9 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument("--interval", metavar="SECONDS", type=float, default=10.0,
                    help="PodResources poll interval and the least time between two writes (default 10)")  # fmt: skip
-    p.add_argument(
-        "--host-root", metavar="DIR", help="host filesystem root (default from NFD_HOST_* variables)"
-    )
+    add_host_root_argument(p)
     p.add_argument("--oneshot", action="store_true", help="one pass, then exit")
     p.add_argument("--no-publish", action="store_true",
                    help="print the object as JSON instead of writing it (no API server needed)")  # fmt: skip
@@ -48,7 +45,7 @@ def _check(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
-    from nfd.commands._common import host_root
+    from nfd.commands._common import host_root, stop_on_signals
     from nfd.topology.updater import Settings, Updater
 
     _check(args)
@@ -100,12 +97,7 @@ def run(args: argparse.Namespace) -> int:
             pods.stop()
             return 0 if updater.last is not None else 1
 
-    def _stop(signum: int, _frame: object) -> None:
-        log.info("signal %d: stopping", signum)
-        updater.stop()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    stop_on_signals(updater.stop, log)
     print(
         f"topology updater for node {settings.node_name}: every {settings.interval:g}s",
         file=sys.stderr,

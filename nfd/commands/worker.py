@@ -25,18 +25,25 @@ MIN_SLEEP_INTERVAL_S = 1.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from nfd.commands._common import (
+        add_host_root_argument,
+        add_kubeconfig_argument,
+        add_node_name_argument,
+        add_port_argument,
+    )
+
     p.add_argument("--master", metavar="URL", help="the master's base URL (default $NFD_MASTER_URL)")
     p.add_argument(
         "--publish", choices=["master", "nodefeature", "both"], default="master",
         help="where features go: the master (default), a NodeFeature object in upstream's shape "
         "(for upstream's nfd-master; namespace and owner from POD_NAMESPACE, POD_NAME, POD_UID), or both",
     )  # fmt: skip
-    p.add_argument("--kubeconfig", metavar="FILE", help="with --publish nodefeature|both outside a pod")
+    add_kubeconfig_argument(p, "with --publish nodefeature|both outside a pod")
     p.add_argument("--config", metavar="FILE", help="worker config file (nfd-worker.conf)")
     p.add_argument(
         "--oneshot", action="store_true", help="one pass, deliver, exit (non-zero if not delivered)"
     )
-    p.add_argument("--node-name", metavar="NAME", help="this node's name (default $NODE_NAME)")
+    add_node_name_argument(p, env_default=False)
     p.add_argument("--sources", metavar="LIST", help="feature sources (as nfd discover)")
     p.add_argument(
         "--sleep-interval", metavar="DURATION",
@@ -57,9 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--plain-http", action="store_true",
         help="allow an http:// master URL even though the token then travels in cleartext",
     )  # fmt: skip
-    p.add_argument(
-        "--port", type=int, default=None, help="port for /healthz and /metrics (default 8081; 0 = off)"
-    )
+    add_port_argument(p, serves="/healthz and /metrics", default=f"{DEFAULT_STATUS_PORT}; 0 = off")
     p.add_argument(
         "--device-plugin-config",
         metavar="FILE",
@@ -68,10 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--plugin-dir", metavar="DIR", help="kubelet's device-plugin directory (with --device-plugin-config)"
     )
-    p.add_argument(
-        "--host-root", metavar="DIR",
-        help="read the host's sys, proc, etc ... below DIR (default: from NFD_HOST_* variables, else /)",
-    )  # fmt: skip
+    add_host_root_argument(p, reads="sys, proc, etc ...")
     p.add_argument(
         "--retry-max-delay", metavar="DURATION", default="60s",
         help="longest wait between retries while the master is away or busy (default 60s)",
@@ -100,12 +102,11 @@ def _check_ca_file(path: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import os
-    import signal
     import threading
     from pathlib import Path
 
     from nfd.cli import CliError
-    from nfd.commands._common import host_root, worker_config
+    from nfd.commands._common import host_root, stop_on_signals, worker_config
     from nfd.config import ConfigError, parse_duration
     from nfd.policy import dns_subdomain_error
     from nfd.sources import UnknownSourceError, default_registry
@@ -264,13 +265,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"cannot serve /healthz and /metrics on port {port}: {e.strerror or e}") from None
 
     stop = threading.Event()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("signal %d: stopping", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop_on_signals(stop.set, log)
     log.info(
         "nfd worker %s for node %s: master %s, every %gs, sources %s",
         __version__, node, master, interval, ",".join(sorted(names)) or "none",
