@@ -47,6 +47,12 @@ def parse_version(s: str) -> tuple[int, int, int]:
     return int(major), int(minor or 0), int(patch or 0)
 
 
+def bounds_ordered(op: str, lo: Any, hi: Any) -> bool:
+    """The bounds of ``GtLt``/``GeLe`` as evaluation accepts them: ``GeLe`` takes equal
+    bounds (that one value); ``GtLt`` could never match them."""
+    return bool(lo < hi or (lo == hi and op == "GeLe"))
+
+
 def _cmp_operands(e: Expr, value: str) -> tuple[Any, list[Any]]:
     if e.type == "version":
         try:
@@ -111,8 +117,7 @@ def evaluate(e: Expr, valid: bool, value: str | None) -> bool:
                 f"invalid expression, 'value' field must contain exactly two elements for Op {op!r} (have {list(e.values)})"
             )
         v, (lo, hi) = _cmp_operands(e, value)
-        # GeLe takes equal bounds (a single value); GtLt could never match them.
-        if lo > hi or (lo == hi and op == "GtLt"):
+        if not bounds_ordered(op, lo, hi):
             raise EvalError(
                 f"invalid expression, value[0] must be less than value[1] for Op {op!r} (have {list(e.values)})"
             )
