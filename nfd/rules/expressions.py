@@ -13,7 +13,7 @@ maps.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from nfd.features import NullAttributes, NullFlags
@@ -45,6 +45,12 @@ def parse_version(s: str) -> tuple[int, int, int]:
         raise ValueError(s)
     major, minor, patch = m.groups()
     return int(major), int(minor or 0), int(patch or 0)
+
+
+def bounds_ordered(op: str, lo: Any, hi: Any) -> bool:
+    """The bounds of ``GtLt``/``GeLe`` as evaluation accepts them: ``GeLe`` takes equal
+    bounds (that one value); ``GtLt`` could never match them."""
+    return bool(lo < hi or (lo == hi and op == "GeLe"))
 
 
 def _cmp_operands(e: Expr, value: str) -> tuple[Any, list[Any]]:
@@ -111,8 +117,7 @@ def evaluate(e: Expr, valid: bool, value: str | None) -> bool:
                 f"invalid expression, 'value' field must contain exactly two elements for Op {op!r} (have {list(e.values)})"
             )
         v, (lo, hi) = _cmp_operands(e, value)
-        # GeLe takes equal bounds (a single value); GtLt could never match them.
-        if lo > hi or (lo == hi and op == "GtLt"):
+        if not bounds_ordered(op, lo, hi):
             raise EvalError(
                 f"invalid expression, value[0] must be less than value[1] for Op {op!r} (have {list(e.values)})"
             )
@@ -153,6 +158,18 @@ def match_values(exprs: Sequence[tuple[str, Expr]], values: Mapping[str, str]) -
     return True, out
 
 
+def _lookups(
+    name: str, flags: set[str] | None, attrs: Mapping[str, str] | None
+) -> Iterator[tuple[bool, str | None, Element]]:
+    """The element ``name`` on each side of a feature that has one: whether it exists,
+    its value (None for a flag) and what a match returns for it."""
+    if flags is not None:
+        yield name in flags, None, {"Name": name}
+    if attrs is not None:
+        v = attrs.get(name)
+        yield v is not None, v, {"Name": name, "Value": "" if v is None else v}
+
+
 def match_multi(
     exprs: Sequence[tuple[str, Expr]],
     flags: set[str] | None,
@@ -172,39 +189,29 @@ def match_multi(
     elems: list[Element] = []
     ok = flags is not None or attrs is not None
     for name, e in exprs:
-        mk = mv = False
-        if flags is not None:
-            present = name in flags
-            mk = evaluate(e, present, None)
-            if mk:
-                elems.append({"Name": name})
+        hit = False
+        denied: str | None = None
+        for valid, value, elem in _lookups(name, flags, attrs):
+            if evaluate(e, valid, value):
+                hit = True
+                elems.append(elem)
             elif e.op == "DoesNotExist":
-                ok = False
-                elems = []
-                if why is not None:
-                    why.append(Miss(f"{name} {e.describe()}: saw present"))
+                # DoesNotExist wants the name absent from both sides: one holding it fails.
+                denied = f"{name} {e.describe()}: saw {_saw(True, value)}"
                 break
-        if attrs is not None:
-            v = attrs.get(name)
-            mv = evaluate(e, v is not None, v)
-            if mv:
-                elems.append({"Name": name, "Value": attrs.get(name, "")})
-            elif e.op == "DoesNotExist":
-                ok = False
-                elems = []
-                if why is not None:
-                    why.append(Miss(f"{name} {e.describe()}: saw {_saw(True, v)}"))
-                break
-        if not mk and not mv:
-            ok = False
-            elems = []
-            if why is not None and (flags is not None or attrs is not None):
-                if attrs is not None and name in attrs:
-                    seen = _saw(True, attrs[name])
-                else:
-                    seen = _saw(flags is not None and name in flags, None)
-                why.append(Miss(f"{name} {e.describe()}: saw {seen}"))
-            break
+        if hit and denied is None:
+            continue
+        ok = False
+        elems = []
+        if why is not None and denied is not None:
+            why.append(Miss(denied))
+        elif why is not None and (flags is not None or attrs is not None):
+            if attrs is not None and name in attrs:
+                seen = _saw(True, attrs[name])
+            else:
+                seen = _saw(flags is not None and name in flags, None)
+            why.append(Miss(f"{name} {e.describe()}: saw {seen}"))
+        break
     elems.sort(key=lambda el: el["Name"])
 
     matched_instances: list[Element] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nfd.rules.expressions import _INT, parse_version
+from nfd.rules.expressions import _INT, bounds_ordered, parse_version
 from nfd.rules.model import OPS, VALUE_TYPES, Expr, Rule, Term
 
 _NO_VALUES = frozenset({"", "Exists", "DoesNotExist", "IsTrue", "IsFalse"})
@@ -42,7 +42,7 @@ def expr_problem(e: Expr) -> str | None:
         except ValueError:
             kind = "a version" if e.type == "version" else "an integer"
             return f"every value of Op {e.op!r} must be {kind} (have {list(e.values)})"
-        if e.op in _TWO_VALUES and nums[0] >= nums[1]:
+        if e.op in _TWO_VALUES and not bounds_ordered(e.op, nums[0], nums[1]):
             return f"value[0] must be less than value[1] for Op {e.op!r} (have {list(e.values)})"
     return None
 

@@ -95,6 +95,7 @@ _RULE_KEYS = frozenset(
 _TERM_KEYS = frozenset({"feature", "matchExpressions", "matchName"})
 _EXPR_KEYS = frozenset({"op", "value", "type"})
 _TAINT_KEYS = frozenset({"key", "value", "effect", "timeAdded"})
+_MATCH_ANY_KEYS = frozenset({"matchFeatures"})
 
 
 def _unknown(v: Mapping[str, Any], allowed: frozenset[str], where: str, notes: list[str]) -> None:
@@ -154,59 +155,58 @@ def _template(v: Any, where: str) -> Template | None:
     return Template(_scalar_str(v, where))
 
 
-def _taints(v: Any, where: str, notes: list[str]) -> tuple[Taint, ...]:
+def _list(v: Any, where: str) -> list[Any]:
     if v is None:
-        return ()
+        return []
     if not isinstance(v, list):
         raise RuleParseError(f"{where}: expected a list")
+    return v
+
+
+def _entry(
+    v: Any, where: str, allowed: frozenset[str], notes: list[str], what: str = "a mapping"
+) -> Mapping[str, Any]:
+    if not isinstance(v, Mapping):
+        raise RuleParseError(f"{where}: expected {what}")
+    _unknown(v, allowed, where, notes)
+    return v
+
+
+def _taints(v: Any, where: str, notes: list[str]) -> tuple[Taint, ...]:
     out = []
-    for i, t in enumerate(v):
-        if not isinstance(t, Mapping):
-            raise RuleParseError(f"{where}[{i}]: expected a mapping")
-        _unknown(t, _TAINT_KEYS, f"{where}[{i}]", notes)
+    for i, raw in enumerate(_list(v, where)):
+        at = f"{where}[{i}]"
+        t = _entry(raw, at, _TAINT_KEYS, notes)
         key = t.get("key")
         if not isinstance(key, str) or not key:
-            raise RuleParseError(f"{where}[{i}].key: required")
+            raise RuleParseError(f"{at}.key: required")
         value = t.get("value")
         effect = t.get("effect")
         out.append(
             Taint(
                 key=key,
-                value="" if value is None else _scalar_str(value, f"{where}[{i}].value"),
-                effect="" if effect is None else _scalar_str(effect, f"{where}[{i}].effect"),
+                value="" if value is None else _scalar_str(value, f"{at}.value"),
+                effect="" if effect is None else _scalar_str(effect, f"{at}.effect"),
             )
         )
     return tuple(out)
 
 
 def _match_any(v: Any, where: str, notes: list[str]) -> tuple[tuple[Term, ...], ...]:
-    if v is None:
-        return ()
-    if not isinstance(v, list):
-        raise RuleParseError(f"{where}: expected a list")
     out = []
-    for i, elem in enumerate(v):
-        if elem is None:
-            elem = {}
-        if not isinstance(elem, Mapping):
-            raise RuleParseError(f"{where}[{i}]: expected a mapping with matchFeatures")
-        _unknown(elem, frozenset({"matchFeatures"}), f"{where}[{i}]", notes)
-        out.append(_matcher(elem.get("matchFeatures"), f"{where}[{i}].matchFeatures", notes))
+    for i, raw in enumerate(_list(v, where)):
+        at = f"{where}[{i}]"
+        elem = _entry({} if raw is None else raw, at, _MATCH_ANY_KEYS, notes, "a mapping with matchFeatures")
+        out.append(_matcher(elem.get("matchFeatures"), f"{at}.matchFeatures", notes))
     return tuple(out)
 
 
 def _matcher(v: Any, where: str, notes: list[str]) -> tuple[Term, ...]:
-    if v is None:
-        return ()
-    if not isinstance(v, list):
-        raise RuleParseError(f"{where}: expected a list")
-    return tuple(_term(t, f"{where}[{i}]", notes) for i, t in enumerate(v))
+    return tuple(_term(t, f"{where}[{i}]", notes) for i, t in enumerate(_list(v, where)))
 
 
 def _term(v: Any, where: str, notes: list[str]) -> Term:
-    if not isinstance(v, Mapping):
-        raise RuleParseError(f"{where}: expected a mapping")
-    _unknown(v, _TERM_KEYS, where, notes)
+    v = _entry(v, where, _TERM_KEYS, notes)
     feature = v.get("feature")
     feature = "" if feature is None else _scalar_str(feature, f"{where}.feature")
     exprs_raw = v.get("matchExpressions")

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from nfd.features import Features
-from nfd.rules.expressions import EvalError, evaluate, parse_version
+from nfd.rules.expressions import EvalError, evaluate
 from nfd.rules.model import parse_expr
 
 
@@ -180,77 +180,6 @@ def test_match_name(h: SimpleNamespace, feature: str, name: dict[str, Any], want
     else:
         assert out.errors == []
         assert ("hit" in out.labels) is want
-
-
-@pytest.mark.parametrize(
-    ("op", "values", "want"),
-    [
-        ("Gt", ["5.4"], True),
-        ("Gt", ["5.15"], False),  # 5.15.0 is not greater than 5.15(.0)
-        ("Ge", ["5.15"], True),
-        ("Lt", ["5.16.0"], True),
-        ("Le", ["5"], False),
-        ("GtLt", ["5.10", "6"], True),
-        ("GeLe", ["5.15.0", "5.15.0"], True),  # equal bounds: that version only
-        ("GeLe", ["5.15.1", "5.15.1"], False),
-        ("GeLe", ["5.15.1", "5.15.0"], None),  # not ordered: error
-        ("GtLt", ["5.15.0", "5.15.0"], None),
-        ("GeLe", ["5.15.0", "5.15.1"], True),
-        ("Gt", ["v5.4"], True),  # a leading v is part of the version syntax
-        ("Ge", ["v5.15.0"], True),
-        ("Gt", ["v5.15"], False),
-        ("Lt", ["-6"], None),  # a sign is not
-    ],
-)
-def test_version_type(h: SimpleNamespace, op: str, values: list[str], want: bool | None) -> None:
-    rs = h.one_rule(
-        {
-            "labels": {"hit": "true"},
-            "matchFeatures": [
-                {
-                    "feature": "t.attr",
-                    "matchExpressions": {"ver": {"op": op, "value": values, "type": "version"}},
-                }
-            ],
-        }
-    )
-    out = h.run(rs, node())
-    if want is None:
-        assert out.errors
-    else:
-        assert out.errors == [], out.errors
-        assert ("hit" in out.labels) is want
-
-
-def test_version_numbers_compare_numerically_not_as_text(h: SimpleNamespace) -> None:
-    # As integers "5.15.0-91" would be an error; as text "5.9" > "5.15".
-    assert matches(h, "t.attr", {"ver": {"op": "Gt", "value": ["5.9"], "type": "version"}})
-
-
-def test_parse_version() -> None:
-    assert parse_version("6") == (6, 0, 0)
-    assert parse_version("6.8") == (6, 8, 0)
-    assert parse_version("6.8.0-45-generic") == (6, 8, 0)
-    assert parse_version("v6") == (6, 0, 0)
-    assert parse_version("v1.2.3") == (1, 2, 3)
-    for bad in ("-11", "+1", "vv1", "x1", ""):
-        with pytest.raises(ValueError):
-            parse_version(bad)
-
-
-def test_leading_v_on_the_node_side(h: SimpleNamespace) -> None:
-    f = Features()
-    f.set_attributes("t.attr", {"ver": "v1.2.3"})
-    rs = h.one_rule(
-        {
-            "labels": {"hit": "true"},
-            "matchFeatures": [
-                {"feature": "t.attr", "matchExpressions": {"ver": {"op": "GeLe", "value": ["1.2.3", "v1.2.3"], "type": "version"}}}
-            ],
-        }
-    )
-    out = h.run(rs, f)
-    assert out.errors == [] and out.labels == {"hit": "true"}
 
 
 @pytest.mark.parametrize(
