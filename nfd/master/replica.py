@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from nfd.master.state import NodeRecord
+from nfd.master.state import NodeRecord, NodeStore
 
 if TYPE_CHECKING:
     from nfd.master.runtime import Runtime
@@ -43,7 +43,11 @@ PAGE = 50  # nodes per answer: about 50 kB of features each
 def key(rec: NodeRecord) -> str:
     """What a replica holds for a node, in short: its features' digest and the
     device-plugin resources (the rest of a record follows from them)."""
-    return rec.digest[:24] + "|" + ",".join(sorted(rec.device_plugin_resources))
+    return _short(rec.digest, rec.device_plugin_resources)
+
+
+def _short(digest: str, device_plugin_resources: Iterable[str]) -> str:
+    return digest[:24] + "|" + ",".join(sorted(device_plugin_resources))
 
 
 def own_key(rec: NodeRecord | None) -> str:
@@ -51,7 +55,27 @@ def own_key(rec: NodeRecord | None) -> str:
     features, before NodeFeature objects are merged in, and its device-plugin resources."""
     if rec is None or not rec.has_worker:
         return ""
-    return rec.own_digest[:24] + "|" + ",".join(sorted(rec.device_plugin_resources))
+    return _short(rec.own_digest, rec.device_plugin_resources)
+
+
+def node_item(store: NodeStore, rec: NodeRecord, digest: str) -> dict[str, Any]:
+    """A node's features as replicas send them to each other (the worker's wire shape)."""
+    return {
+        "node": rec.name,
+        "nfdVersion": rec.nfd_version,
+        "devicePluginResources": sorted(rec.device_plugin_resources),
+        "features": store.features.get(digest).to_dict(),
+    }
+
+
+def _take(service: MasterService, item: dict[str, Any]) -> None:
+    """A node_item from another replica, taken as if its worker had sent it."""
+    service.submit(
+        str(item["node"]),
+        features=item["features"],
+        device_plugin_resources=item.get("devicePluginResources") or (),
+        nfd_version=str(item.get("nfdVersion") or ""),
+    )
 
 
 def take_held(service: MasterService, items: Iterable[dict[str, Any]]) -> tuple[list[str], list[str]]:
@@ -66,12 +90,7 @@ def take_held(service: MasterService, items: Iterable[dict[str, Any]]) -> tuple[
         if now != item["base"]:
             kept.append(node)
             continue
-        service.submit(
-            node,
-            features=item["features"],
-            device_plugin_resources=item.get("devicePluginResources") or (),
-            nfd_version=str(item.get("nfdVersion") or ""),
-        )
+        _take(service, item)
         taken.append(node)
     return taken, kept
 
@@ -218,13 +237,7 @@ class Replica:
                     self.held.pop(node, None)
                 elif node in self.held:
                     sent[node] = own_key(rec)
-                    items.append({
-                        "node": node,
-                        "base": self.held[node],
-                        "features": store.features.get(rec.own_digest).to_dict(),
-                        "devicePluginResources": sorted(rec.device_plugin_resources),
-                        "nfdVersion": rec.nfd_version,
-                    })  # fmt: skip
+                    items.append({**node_item(store, rec, rec.own_digest), "base": self.held[node]})
             if not items:
                 continue
             answer = await self._post(url + HELD_PATH, {"items": items})
@@ -249,12 +262,7 @@ class Replica:
                 return False  # we lead now: what we hold is what counts
             if str(item["node"]) in self.held:
                 continue  # newer here, to be handed over next round
-            service.submit(
-                str(item["node"]),
-                features=item["features"],
-                device_plugin_resources=item.get("devicePluginResources") or (),
-                nfd_version=str(item.get("nfdVersion") or ""),
-            )
+            _take(service, item)
             self.taken += 1
             took = True
         return bool(answer.get("more")) and took

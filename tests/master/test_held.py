@@ -89,10 +89,13 @@ def test_what_a_follower_held_for_an_unreachable_leader_is_retried_until_taken(f
             kube_master(fake_api, leader__enabled=True, leader__identity="b") as b,
             caplog.at_level(logging.INFO, logger="nfd.master.replica"),
         ):
-            wait_for(lambda: b.runtime.leader_url() == "http://127.0.0.1:9", what="b sees a's unreachable URL")
+            wait_for(
+                lambda: b.runtime.leader_url() == "http://127.0.0.1:9", what="b sees a's unreachable URL"
+            )
             assert b.put("n1", {"x": "1"}).headers["x-nfd-outcome"] == "held"
             wait_for(
-                lambda: any("1 node held for it" in r.message for r in caplog.records), what="a failed hand-over"
+                lambda: any("1 node held for it" in r.message for r in caplog.records),
+                what="a failed hand-over",
             )
             assert b.runtime.replica.held
             a.runtime.elector.advertise_url = url

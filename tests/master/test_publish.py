@@ -100,7 +100,9 @@ def test_a_leader_lists_the_nodes_once_at_start_a_page_at_a_time(fake_api, tmp_p
     (tmp_path / "rules").mkdir()
     settings = {"kube__list_page_size": 5, "rules__rules_dir": tmp_path / "rules"}
     with kube_master(fake_api, leader__enabled=True, leader__identity="m", **settings) as m:
-        wait_for(lambda: m.runtime.elector.leader and m.runtime.publisher.primed.is_set(), what="leads, listed")
+        wait_for(
+            lambda: m.runtime.elector.leader and m.runtime.publisher.primed.is_set(), what="leads, listed"
+        )
         wait_for(lambda: fake_api.log.count(verb="watch", resource="nodes") == 1, what="watches the Nodes")
         pages = fake_api.log.records(verb="list", resource="nodes")
         assert [("continue=" in r.query) for r in pages] == [False, True, True]

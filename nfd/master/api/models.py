@@ -133,7 +133,7 @@ class NodeList(BaseModel):
 class HeldNode(BaseModel):
     """A node's features a follower kept while it could not forward them to the leader."""
 
-    node: str
+    node: str = Field(pattern=NODE_NAME_PATTERN, max_length=253)
     base: str = Field(
         description="what the follower last knew the leader to hold for the node (replica.own_key); "
         "empty for nothing. The leader takes the features only while it holds that."

@@ -10,8 +10,8 @@ from fastapi import APIRouter, HTTPException, Request, Response
 
 from nfd.master.api import jsonbody
 from nfd.master.api.deps import RuntimeDep
-from nfd.master.api.models import HeldRequest, HeldResponse, node_name_problem
-from nfd.master.replica import HELD_PATH, PAGE, PATH, take_held, wanted
+from nfd.master.api.models import HeldRequest, HeldResponse
+from nfd.master.replica import HELD_PATH, PAGE, PATH, node_item, take_held, wanted
 from nfd.master.runtime import Runtime
 
 router = APIRouter(tags=["replication"])
@@ -53,16 +53,7 @@ async def replicate(request: Request, rt: RuntimeDep) -> Response:
     if not isinstance(held, dict) or not all(isinstance(v, str) for v in held.values()):
         raise HTTPException(422, "body: expected {\"held\": {node: key}}")
     recs, more = wanted(rt.service.store, held, PAGE)
-    features = rt.service.store.features
-    items = [
-        {
-            "node": r.name,
-            "nfdVersion": r.nfd_version,
-            "devicePluginResources": sorted(r.device_plugin_resources),
-            "features": features.get(r.digest).to_dict(),
-        }
-        for r in recs
-    ]
+    items = [node_item(rt.service.store, r, r.digest) for r in recs]
     return Response(json.dumps({"items": items, "more": more}), media_type="application/json")
 
 
@@ -94,12 +85,7 @@ async def take_over_held(request: Request, rt: RuntimeDep) -> Response:
         jsonbody.check(HeldRequest, data)
     except jsonbody.BodyError as e:
         raise HTTPException(422, e.issues) from None
-    items = data["items"]
-    for i, item in enumerate(items):
-        why = node_name_problem(item["node"])
-        if why is not None:
-            raise HTTPException(422, [{"loc": ["body", "items", i, "node"], "msg": why, "type": "node_name"}])
-    taken, kept = take_held(rt.service, items)
+    taken, kept = take_held(rt.service, data["items"])
     return Response(json.dumps({"taken": taken, "kept": kept}), media_type="application/json")
 
 
