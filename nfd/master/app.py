@@ -68,7 +68,8 @@ def serving_app(app: FastAPI) -> ASGIApp:
 
 def _document_worker_endpoints(app: FastAPI) -> None:
     """The worker endpoints are served in front of FastAPI (``api.workers``); their
-    operations and schemas still go into its OpenAPI document."""
+    operations and schemas still go into its OpenAPI document, with the body of the
+    replicas' hand-over (read raw, so declared by reference)."""
     default = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -76,9 +77,12 @@ def _document_worker_endpoints(app: FastAPI) -> None:
             return app.openapi_schema
         from pydantic.json_schema import models_json_schema
 
+        from nfd.master.api.models import HeldRequest
+
         spec = default()
         _, defs = models_json_schema(
-            [(m, "validation") for m in workers.openapi_models()], ref_template="#/components/schemas/{model}"
+            [(m, "validation") for m in [*workers.openapi_models(), HeldRequest]],
+            ref_template="#/components/schemas/{model}",
         )
         spec.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
         node_param = next(

@@ -2,7 +2,9 @@
 features PUT or heartbeat as the leader would (authenticated, checked, stored: it holds
 a copy, so that when it takes over it needs no resend), then hands the same request to
 the leader (its address is on the Lease) and answers with the leader's answer. When the
-leader cannot be reached the follower's own answer goes back, marked ``held``.
+leader cannot be reached, or its address is not known yet, the follower's own answer
+goes back, marked ``held``, and the follower hands what it held to the leader once it
+can (``replica.Replica.hand_over``).
 
 Each answer says what happened in the ``X-NFD-Outcome`` header:
 ``queued`` (this replica leads and writes it), ``forwarded`` (a follower passed it to the
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nfd.master.bodylimit import read_body
+from nfd.master.replica import own_key
 
 if TYPE_CHECKING:
     from nfd.master.runtime import Runtime
@@ -31,7 +34,7 @@ log = logging.getLogger(__name__)
 
 OUTCOME = b"x-nfd-outcome"
 FORWARDED = b"x-nfd-forwarded"  # set on a forwarded request: never forwarded again
-_PATH = re.compile(r"^/api/v1/nodes/[^/]+/(heartbeat|features)$")
+_PATH = re.compile(r"^/api/v1/nodes/([^/]+)/(heartbeat|features)$")
 _PASS = (b"authorization", b"content-type")
 
 
@@ -85,14 +88,21 @@ class LeaderForward:
         self.runtime = runtime
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT") or not _PATH.match(scope["path"]):
+        m = _PATH.match(scope["path"]) if scope["type"] == "http" else None
+        if m is None or scope["method"] not in ("POST", "PUT"):
             await self.app(scope, receive, send)
             return
         rt = self.runtime()
+        node, features = m.group(1), m.group(2) == "features"
+        # What a worker last sent for the node, should this replica keep the request.
+        before = own_key(rt.service.store.get(node)) if features and rt.replica is not None else ""
         target = rt.leader_url()
         forwarded = any(k == FORWARDED for k, _ in scope["headers"])
         if target is None or forwarded:
-            await self.app(scope, receive, _tagged(send, rt.outcome_here()))
+            outcome = rt.outcome_here()
+            status = await _tagged(self.app, scope, receive, send, outcome)
+            if status == 200 and features and outcome == b"held":
+                _held(rt, node, before)
             return
         body = await read_body(receive)
         if body is None:
@@ -107,6 +117,10 @@ class LeaderForward:
                 outcome = b"forwarded"
             except Exception as e:  # the leader is gone or unreachable: our copy stands
                 log.info("cannot forward %s to the leader at %s: %s", scope["path"], target, e)
+            if outcome == b"held" and status == 200 and features:
+                _held(rt, node, before)
+            elif outcome == b"forwarded" and status == 200 and rt.replica is not None:
+                rt.replica.passed(node)  # the leader holds what the worker has
         else:
             outcome = b""  # refused here (401, 403, 413, 422 ...): nothing was taken
         headers = [h for h in headers if h[0] not in (b"content-length", OUTCOME)]
@@ -117,19 +131,31 @@ class LeaderForward:
         await send({"type": "http.response.body", "body": payload})
 
 
+def _held(rt: Runtime, node: str, before: str) -> None:
+    if rt.replica is not None:
+        rt.replica.hold(node, before)
+
+
 def _pass_headers(scope: Scope) -> dict[str, str]:
     out = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"] if k in _PASS}
     out[FORWARDED.decode()] = "1"
     return out
 
 
-def _tagged(send: Send, outcome: bytes) -> Send:
+async def _tagged(app: ASGIApp, scope: Scope, receive: Receive, send: Send, outcome: bytes) -> int:
+    """Run the request here, its answer marked with ``outcome``; returns its status."""
+    status = 0
+
     async def tagged(msg: Message) -> None:
-        if msg["type"] == "http.response.start" and msg["status"] in (200, 409):
-            msg = {**msg, "headers": [*msg.get("headers", []), (OUTCOME, outcome)]}
+        nonlocal status
+        if msg["type"] == "http.response.start":
+            status = msg["status"]
+            if status in (200, 409):
+                msg = {**msg, "headers": [*msg.get("headers", []), (OUTCOME, outcome)]}
         await send(msg)
 
-    return tagged
+    await app(scope, receive, tagged)
+    return status
 
 
 async def _local(app: ASGIApp, scope: Scope, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:

@@ -7,9 +7,15 @@ it holds per node, the leader answers the features of the nodes whose key differ
 page at a time), and the follower takes them as if a worker had sent them. When the
 follower becomes the leader it holds the fleet's features and writes only what changed.
 
-The leader's side is ``POST /api/v1/replication/nodes`` (api/replication.py). With
-worker authentication on, it asks for the master's own ServiceAccount token (checked
-with a TokenReview).
+A follower also holds what workers sent it while it could not forward (the leader's
+address not read yet, or the leader unreachable): it notes those nodes and, before each
+pull, hands their features to the leader, clearing each once the leader answered for
+it. The leader takes them only over what the follower last knew it to hold (``base``):
+features it got since, from the worker itself or another replica, are newer and stay.
+
+The leader's side is ``POST /api/v1/replication/nodes`` and ``POST
+/api/v1/replication/held`` (api/replication.py). With worker authentication on, it asks
+for the master's own ServiceAccount token (checked with a TokenReview).
 """
 
 from __future__ import annotations
@@ -19,23 +25,74 @@ import json
 import logging
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from nfd.master.state import NodeRecord
+from nfd.master.state import NodeRecord, NodeStore
 
 if TYPE_CHECKING:
     from nfd.master.runtime import Runtime
+    from nfd.master.service import MasterService
 
 log = logging.getLogger(__name__)
 
 PATH = "/api/v1/replication/nodes"
+HELD_PATH = "/api/v1/replication/held"
 PAGE = 50  # nodes per answer: about 50 kB of features each
 
 
 def key(rec: NodeRecord) -> str:
     """What a replica holds for a node, in short: its features' digest and the
     device-plugin resources (the rest of a record follows from them)."""
-    return rec.digest[:24] + "|" + ",".join(sorted(rec.device_plugin_resources))
+    return _short(rec.digest, rec.device_plugin_resources)
+
+
+def _short(digest: str, device_plugin_resources: Iterable[str]) -> str:
+    return digest[:24] + "|" + ",".join(sorted(device_plugin_resources))
+
+
+def own_key(rec: NodeRecord | None) -> str:
+    """What a worker last sent for a node, in short ("" when none did): the node's own
+    features, before NodeFeature objects are merged in, and its device-plugin resources."""
+    if rec is None or not rec.has_worker:
+        return ""
+    return _short(rec.own_digest, rec.device_plugin_resources)
+
+
+def node_item(store: NodeStore, rec: NodeRecord, digest: str) -> dict[str, Any]:
+    """A node's features as replicas send them to each other (the worker's wire shape)."""
+    return {
+        "node": rec.name,
+        "nfdVersion": rec.nfd_version,
+        "devicePluginResources": sorted(rec.device_plugin_resources),
+        "features": store.features.get(digest).to_dict(),
+    }
+
+
+def _take(service: MasterService, item: dict[str, Any]) -> None:
+    """A node_item from another replica, taken as if its worker had sent it."""
+    service.submit(
+        str(item["node"]),
+        features=item["features"],
+        device_plugin_resources=item.get("devicePluginResources") or (),
+        nfd_version=str(item.get("nfdVersion") or ""),
+    )
+
+
+def take_held(service: MasterService, items: Iterable[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """The leader's side of a hand-over: each item's features are taken when what the
+    leader holds for the node is what the follower last knew (``base``); otherwise the
+    leader got newer features since and keeps them. Returns (taken, kept) node names."""
+    taken: list[str] = []
+    kept: list[str] = []
+    for item in items:
+        node = str(item["node"])
+        now = own_key(service.store.get(node))
+        if now != item["base"]:
+            kept.append(node)
+            continue
+        _take(service, item)
+        taken.append(node)
+    return taken, kept
 
 
 def wanted(records: Iterable[NodeRecord], held: dict[str, str], limit: int) -> tuple[list[NodeRecord], bool]:
@@ -98,6 +155,20 @@ class Replica:
         self.taken = 0  # nodes taken from the leader
         self.synced = False  # one full copy made since this replica started
         self.failures = 0  # rounds in a row that could not reach the leader
+        # Nodes whose features this replica holds and the leader may lack -> the
+        # own_key the leader was last known to hold for the node ("" for none).
+        self.held: dict[str, str] = {}
+
+    def hold(self, node: str, before: str) -> None:
+        """A worker's features for ``node`` were kept here, not forwarded; ``before``:
+        the node's own_key before them. Held again, the node keeps its first base: the
+        leader has seen none of what came since."""
+        if own_key(self.rt.service.store.get(node)) != before:
+            self.held.setdefault(node, before)
+
+    def passed(self, node: str) -> None:
+        """The leader answered a worker's request for ``node``: it holds what the worker has."""
+        self.held.pop(node, None)
 
     def ready(self) -> bool:
         """A new replica is Ready once it holds what the leader holds, so that a rollout
@@ -125,38 +196,73 @@ class Replica:
     async def _run(self) -> None:
         interval = self.rt.settings.leader.replicate_interval_s
         while True:
+            elector = self.rt.elector
+            if elector is not None and elector.leader:
+                self.held.clear()  # we lead: what we hold is what counts
             url = self.rt.leader_url()
             if url is not None:
                 try:
+                    await self.hand_over(url)
                     while await self.pull(url):
                         pass  # a full page: more to come
                     self.synced, self.failures = True, 0
                 except Exception as e:  # the leader is away or changing: next round
                     self.failures += 1
-                    log.info("cannot copy nodes from the leader at %s: %s", url, e)
+                    log.info(
+                        "cannot sync with the leader at %s (%d node%s held for it): %s",
+                        url, len(self.held), "" if len(self.held) == 1 else "s", e,
+                    )  # fmt: skip
             await asyncio.sleep(interval)
 
-    async def pull(self, url: str) -> bool:
-        """One page from the leader; True when it said there is more."""
-        service = self.rt.service
-        held = {rec.name: key(rec) for rec in service.store}
-        body = json.dumps({"held": held}).encode()
+    async def _post(self, url: str, body: object) -> Any:
         headers = {"content-type": "application/json"}
         token = self.rt.own_token()
         if token:
             headers["authorization"] = f"Bearer {token}"
-        status, _, payload = await self.rt.forwarder.send(url + PATH, "POST", headers, body)
+        status, _, payload = await self.rt.forwarder.send(url, "POST", headers, json.dumps(body).encode())
         if status != 200:
             raise RuntimeError(f"HTTP {status}: {payload[:200]!r}")
-        answer = json.loads(payload)
+        return json.loads(payload)
+
+    async def hand_over(self, url: str) -> None:
+        """Hand the leader what this replica held, a page at a time; each node stays
+        noted until the leader answered for it (taken, or newer there)."""
+        store = self.rt.service.store
+        nodes = list(self.held)
+        for i in range(0, len(nodes), PAGE):
+            items, sent = [], {}
+            for node in nodes[i : i + PAGE]:
+                rec = store.get(node)
+                if rec is None or not rec.has_worker:  # forgotten since: nothing to hand over
+                    self.held.pop(node, None)
+                elif node in self.held:
+                    sent[node] = own_key(rec)
+                    items.append({**node_item(store, rec, rec.own_digest), "base": self.held[node]})
+            if not items:
+                continue
+            answer = await self._post(url + HELD_PATH, {"items": items})
+            taken = set(answer.get("taken") or ())
+            for node in taken | set(answer.get("kept") or ()):
+                if node not in sent or node not in self.held:
+                    continue
+                if own_key(store.get(node)) == sent[node]:
+                    del self.held[node]
+                elif node in taken:  # newer came meanwhile: the leader holds what was sent
+                    self.held[node] = sent[node]
+
+    async def pull(self, url: str) -> bool:
+        """One page from the leader; True when it said there is more (and this page
+        brought something: nodes held here are not taken, they are handed over)."""
+        service = self.rt.service
+        held = {rec.name: key(rec) for rec in service.store}
+        answer = await self._post(url + PATH, {"held": held})
+        took = False
         for item in answer.get("items") or []:
             if self.rt.leader_url() is None:
                 return False  # we lead now: what we hold is what counts
-            service.submit(
-                str(item["node"]),
-                features=item["features"],
-                device_plugin_resources=item.get("devicePluginResources") or (),
-                nfd_version=str(item.get("nfdVersion") or ""),
-            )
+            if str(item["node"]) in self.held:
+                continue  # newer here, to be handed over next round
+            _take(service, item)
             self.taken += 1
-        return bool(answer.get("more"))
+            took = True
+        return bool(answer.get("more")) and took

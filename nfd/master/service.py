@@ -184,6 +184,9 @@ class MasterService:
         rec = self.store.get(name)
         if rec is not None:
             rec.last_seen = time.monotonic()
+            # The worker endpoint sets it again for its body; features from another
+            # replica must not leave an older body's hash answering for them.
+            rec.body_hash = b""
         enc = encode(features, self._groups)
         digest = enc.digest
         # A worker re-sending what it sent before (it restarted, or heartbeats are off)

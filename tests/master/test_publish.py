@@ -91,3 +91,22 @@ def test_resources_reasserted_after_node_recreation(fake_api, tmp_path):
         assert node["metadata"]["labels"][f"{FNS}/fixture-a"] == "1"
         # The resync lists nodes (paginated), it never GETs them one by one.
         assert fake_api.log.count(verb="get", resource="nodes") == 0
+
+
+def test_a_leader_lists_the_nodes_once_at_start_a_page_at_a_time(fake_api, tmp_path):
+    # 12 Nodes, 5 a page: one LIST is three requests (the API counter then says 3.0).
+    for i in range(12):
+        fake_api.create_node(f"n{i:02d}")
+    (tmp_path / "rules").mkdir()
+    settings = {"kube__list_page_size": 5, "rules__rules_dir": tmp_path / "rules"}
+    with kube_master(fake_api, leader__enabled=True, leader__identity="m", **settings) as m:
+        wait_for(
+            lambda: m.runtime.elector.leader and m.runtime.publisher.primed.is_set(), what="leads, listed"
+        )
+        wait_for(lambda: fake_api.log.count(verb="watch", resource="nodes") == 1, what="watches the Nodes")
+        pages = fake_api.log.records(verb="list", resource="nodes")
+        assert [("continue=" in r.query) for r in pages] == [False, True, True]
+        counted = m.runtime.metrics.registry.get_sample_value(
+            "nfd_master_api_requests_total", {"verb": "list", "resource": "nodes"}
+        )
+        assert counted == len(pages)

@@ -192,16 +192,6 @@ class LabelWatch(threading.Thread):
                 self.labels[name] = now
 
 
-def wait_until_leader_known(pods: list[Pod], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        details = [(p.readyz() or {}).get("detail", "") for p in pods]
-        if all(d == "leader" or d.startswith("follower; the leader is nfd-") for d in details):
-            return
-        assert time.monotonic() < deadline, details
-        time.sleep(0.1)
-
-
 def _leader(pods: list[Pod]) -> Pod | None:
     for p in pods:
         r = p.readyz()
@@ -231,10 +221,6 @@ def test_rolling_update_and_drain_lose_nothing_and_flap_nothing(fake_api, tmp_pa
         old_a, old_b = pod("nfd-master-old-a"), pod("nfd-master-old-b")
         for p in (old_a, old_b):
             p.wait_ready()
-        # Both replicas know the leader before the workers come: a follower that does
-        # not know it yet keeps what it gets until that worker's next heartbeat (the
-        # cold start of every replica at once, not what this test is about).
-        wait_until_leader_known([old_a, old_b])
         fleet = Fleet()
         fleet.serve([old_a, old_b])
         asyncio.run(fleet.round(str(ca.file())))  # every node sends its features once

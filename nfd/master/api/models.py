@@ -128,3 +128,25 @@ class NodeList(BaseModel):
 
     items: list[NodeStatus]
     metadata: ListMeta
+
+
+class HeldNode(BaseModel):
+    """A node's features a follower kept while it could not forward them to the leader."""
+
+    node: str = Field(pattern=NODE_NAME_PATTERN, max_length=253)
+    base: str = Field(
+        description="what the follower last knew the leader to hold for the node (replica.own_key); "
+        "empty for nothing. The leader takes the features only while it holds that."
+    )
+    nfdVersion: str = ""
+    features: RawFeatures
+    devicePluginResources: list[str] = []
+
+
+class HeldRequest(BaseModel):
+    items: list[HeldNode]
+
+
+class HeldResponse(BaseModel):
+    taken: list[str] = Field(description="nodes whose features the leader took")
+    kept: list[str] = Field(description="nodes for which the leader got other features since and keeps them")
