@@ -130,24 +130,17 @@ class Features(Record):
             raise FeatureFormatError(f"features: unknown key(s) {', '.join(sorted(unknown))}")
         out = cls()
         for name, body in _groups(data, "flags"):
-            elems = body.get("elements")
-            if elems is None:
-                out.flags[name] = NullFlags()
-                continue
-            if not isinstance(elems, Mapping):
-                raise FeatureFormatError(f"flags.{name}.elements: expected an object")
-            out.flags[name] = {str(e) for e in elems}
+            flags = _elements(body, f"flags.{name}")
+            out.flags[name] = NullFlags() if flags is None else {str(e) for e in flags}
         for name, body in _groups(data, "attributes"):
-            elems = body.get("elements")
-            if elems is None:
+            attributes = _elements(body, f"attributes.{name}")
+            if attributes is None:
                 out.attributes[name] = NullAttributes()
                 continue
-            if not isinstance(elems, Mapping):
-                raise FeatureFormatError(f"attributes.{name}.elements: expected an object")
-            for k, v in elems.items():
+            for k, v in attributes.items():
                 if not isinstance(v, str):
                     raise FeatureFormatError(f"attributes.{name}.elements.{k}: expected a string")
-            out.attributes[name] = dict(elems)
+            out.attributes[name] = dict(attributes)
         for name, body in _groups(data, "instances"):
             elems = body.get("elements") or []
             if not isinstance(elems, list):
@@ -189,3 +182,13 @@ def _groups(data: Mapping[str, Any], kind: str) -> Iterable[tuple[str, Mapping[s
         if not isinstance(body, Mapping):
             raise FeatureFormatError(f"{kind}.{name}: expected an object")
         yield str(name), body
+
+
+def _elements(body: Mapping[str, Any], where: str) -> Mapping[str, Any] | None:
+    """A group's elements object; None when it is null (upstream's "seen, nothing")."""
+    from collections.abc import Mapping
+
+    elems = body.get("elements")
+    if elems is not None and not isinstance(elems, Mapping):
+        raise FeatureFormatError(f"{where}.elements: expected an object")
+    return elems

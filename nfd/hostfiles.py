@@ -49,14 +49,20 @@ def _complain(what: str, path: StrPath, e: OSError) -> None:
 def read_bytes(path: StrPath, *, limit: int = MAX_BYTES) -> bytes | None:
     """The file's bytes, or None (absent, unreadable, not a regular file, or more than
     ``limit`` bytes)."""
+    return _read(path, limit, whole=False)
+
+
+def _read(path: StrPath, limit: int, *, whole: bool) -> bytes | None:
+    """``whole``: the file comes in one read (a sysfs attribute: the kernel hands it out
+    whole); else read to the end."""
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except (OSError, ValueError) as e:
         _not_opened(path, e)
         return None
     try:
-        data = os.read(fd, PAGE)
-        if data:
+        data = os.read(fd, limit + 1 if whole else PAGE)
+        if data and not whole:
             # procfs hands out seq_file pages one read at a time: read to the end (one
             # byte past the limit, to know).
             chunks = [data]
@@ -66,7 +72,7 @@ def read_bytes(path: StrPath, *, limit: int = MAX_BYTES) -> bytes | None:
                 size += len(chunk)
             if len(chunks) > 1:
                 data = b"".join(chunks)
-        elif _not_regular(fd, path):
+        elif not data and _not_regular(fd, path):
             return None
     except OSError as e:
         _read_failed(fd, path, e)
@@ -92,22 +98,8 @@ def read_line(path: StrPath) -> str | None:
 
 def attr(path: StrPath) -> str | None:
     """One sysfs attribute (at most a page, in one read), stripped, or None."""
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except (OSError, ValueError) as e:
-        _not_opened(path, e)
-        return None
-    try:
-        data = os.read(fd, PAGE + 1)
-        if not data and _not_regular(fd, path):
-            return None
-    except OSError as e:
-        _read_failed(fd, path, e)
-        return None
-    finally:
-        os.close(fd)
-    if len(data) > PAGE:
-        _too_big(path, PAGE)
+    data = _read(path, PAGE, whole=True)
+    if data is None:
         return None
     if b"\0" in data:
         t = _text(path, data)

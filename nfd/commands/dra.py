@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     node = args.node_name
     if not node:
         raise CliError("--node-name (or $NODE_NAME) is required: the pool is named after the node")
-    from nfd.devices.config import dns_subdomain_error
+    from nfd.policy import dns_subdomain_error
 
     err = dns_subdomain_error(node)
     if err:

@@ -151,9 +151,7 @@ def _positive_error(value: float) -> str | None:
 
 def _env_errors(e: ValidationError) -> str:
     """pydantic's report on one line: each variable by its name, and why."""
-    parts = []
-    for err in e.errors():
-        name = "NFD_MASTER_" + "__".join(str(p) for p in err["loc"]).upper()
-        parts.append(f"{name}: {err['msg']}")
-    return "; ".join(parts)
+    from nfd.validation import error_line
+
+    return error_line(e, lambda loc: "NFD_MASTER_" + "__".join(str(p) for p in loc).upper(), every=True)
 

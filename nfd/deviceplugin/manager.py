@@ -21,18 +21,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nfd.deviceplugin.server import (
-    KUBELET_SOCKET,
-    MAX_SOCKET_PATH,
-    FileId,
-    Outcome,
-    ResourcePlugin,
-    file_id,
-    socket_name,
-)
+from nfd.deviceplugin.server import KUBELET_SOCKET, Outcome, ResourcePlugin, socket_name
 from nfd.devices import cdi
 from nfd.devices.health import HealthMonitor
-from nfd.devices.inventory import ResourceState
+from nfd.devices.inventory import ResourceState, close_states
+from nfd.unixgrpc import MAX_SOCKET_PATH, FileId, file_id
 
 log = logging.getLogger("nfd.deviceplugin")
 
@@ -115,17 +108,7 @@ class Manager:
         self.health.stop()
         for t in self._tracks:
             t.plugin.stop()
-        for s in self.states:
-            s.close()
-        # Kinds holding resources (an NVML handle, an event thread) may offer close().
-        kinds = {id(s.res.kind): s.res.kind for s in self.states}
-        for kind in kinds.values():
-            close = getattr(kind, "close", None)
-            if callable(close):
-                try:
-                    close()
-                except Exception as e:  # shutting down: log and go on
-                    log.warning("closing device kind %s: %s: %s", kind.name, type(e).__name__, e)
+        close_states(self.states)
         self._done.set()
 
     def wait(self, timeout: float | None = None) -> bool:

@@ -7,7 +7,6 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
-from concurrent import futures
 
 import grpc
 
@@ -16,23 +15,14 @@ from nfd.deviceplugin.api.v1beta1 import api_pb2_grpc as pb_grpc
 from nfd.deviceplugin.preferred import preferred_allocation
 from nfd.devices.inventory import AllocationError, DeviceStatus, ResourceState
 from nfd.devices.model import HEALTHY, UNHEALTHY
+from nfd.unixgrpc import SocketServer
 
 log = logging.getLogger("nfd.deviceplugin")
 
 API_VERSION = "v1beta1"
 KUBELET_SOCKET = "kubelet.sock"
-# The longest unix socket path the kernel takes (sun_path is 108 bytes with the NUL).
-MAX_SOCKET_PATH = 107
 # A stream re-checks whether it should end at least this often.
 _STREAM_TICK = 0.5
-
-
-FileId = tuple[int, int, int]
-
-
-def file_id(st: os.stat_result) -> FileId:
-    """Which file this is: inode numbers alone get reused at once after a delete."""
-    return (st.st_dev, st.st_ino, st.st_ctime_ns)
 
 
 def socket_name(resource: str) -> str:
@@ -135,61 +125,30 @@ class ResourcePlugin:
         self.state = state
         self.plugin_dir = plugin_dir
         self.socket = os.path.join(plugin_dir, socket_name(state.name))
-        self.workers = workers
-        self._server: grpc.Server | None = None
         self._service: DevicePluginService | None = None
-        self._socket_id: FileId | None = None
+        self._server = SocketServer(self.socket, self._add, workers=workers, name="nfd-dp")
 
     @property
     def name(self) -> str:
         return self.state.name
 
+    def _add(self, server: grpc.Server) -> None:
+        self._service = DevicePluginService(self.state)
+        pb_grpc.add_DevicePluginServicer_to_server(self._service, server)
+
     def serve(self) -> None:
-        """(Re)start the server on a fresh socket file."""
+        """(Re)start the server on a fresh socket file; OSError when it cannot listen."""
         self.stop()
-        try:
-            os.unlink(self.socket)
-        except FileNotFoundError:
-            pass
-        service = DevicePluginService(self.state)
-        server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="nfd-dp"),
-            options=[("grpc.so_reuseport", 0)],
-        )
-        pb_grpc.add_DevicePluginServicer_to_server(service, server)
-        try:
-            port = server.add_insecure_port("unix:" + self.socket)
-        except RuntimeError as e:
-            raise OSError(f"cannot listen on {self.socket}: {e}") from None
-        if port == 0:
-            raise OSError(f"cannot listen on {self.socket}")
-        server.start()
-        self._server, self._service = server, service
-        self._socket_id = file_id(os.stat(self.socket))
+        self._server.serve()
 
     def serving(self) -> bool:
-        """Whether our socket file is still the one we listen on (kubelet deletes every
-        socket in the directory when it restarts)."""
-        if self._server is None:
-            return False
-        try:
-            return file_id(os.stat(self.socket)) == self._socket_id
-        except OSError:
-            return False
+        return self._server.serving()
 
     def stop(self) -> None:
         if self._service is not None:
-            self._service.stop()
-        if self._server is not None:
-            self._server.stop(grace=None)
-        if self._socket_id is not None:
-            try:  # remove the socket only if it is still ours
-                if file_id(os.stat(self.socket)) == self._socket_id:
-                    os.unlink(self.socket)
-            except OSError:
-                pass
-        self._server = self._service = None
-        self._socket_id = None
+            self._service.stop()  # its ListAndWatch streams end
+        self._server.stop()
+        self._service = None
 
     def register(self, *, timeout: float = 5.0) -> tuple[Outcome, str]:
         kubelet = os.path.join(self.plugin_dir, KUBELET_SOCKET)

@@ -1,4 +1,4 @@
-"""The device-plugin config file: which resources to serve, and what a container gets.
+"""The device config file: which resources to serve, and what a container gets.
 
 Example::
 
@@ -18,7 +18,9 @@ Example::
     dra:
       driverName: nfd.node.kubernetes.io  # the default
 
-Every error is a :class:`ConfigError` whose message starts with the key path at fault
+pydantic models (camelCase keys, unknown keys refused); the device selector is the one
+key a resource takes from its registry of kinds, parsed by that kind. Every error is a
+:class:`ConfigError` whose message starts with the key path at fault
 (``resources[1].pci.vendor: ...``).
 """
 
@@ -26,99 +28,53 @@ from __future__ import annotations
 
 import re
 import string
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Final, Literal, cast
 
-from nfd.devices.kinds import DeviceKind, KindRegistry, default_kinds
-from nfd.devices.model import ConfigError
-from nfd.policy import qualified_name_error
-
-_TOP_KEYS = ("resources", "dra")
-_RESOURCE_KEYS = (
-    "name",
-    "deviceNodes",
-    "mounts",
-    "env",
-    "replicas",
-    "cdi",
-    "preStartCheck",
-    "servedBy",
-    "extendedResourceName",
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
 )
-DEVICE_PLUGIN = "devicePlugin"
-DRA = "dra"
-SERVED_BY = (DEVICE_PLUGIN, DRA)
+from pydantic.alias_generators import to_camel
+from pydantic.functional_validators import ModelWrapValidatorHandler
+
+from nfd.devices.cdi import CDI_VERSION, CDI_VERSIONS
+from nfd.devices.kinds import DeviceKind, KindRegistry, default_kinds
+from nfd.devices.model import ConfigError, DeviceNode, Mount
+from nfd.policy import dns_subdomain_error, qualified_name_error
+from nfd.validation import NestedError, error_line
+
+DEVICE_PLUGIN: Final = "devicePlugin"
+DRA: Final = "dra"
 # NFD already owns this domain (its annotations live under it), so the driver may claim it.
 DEFAULT_DRIVER_NAME = "nfd.node.kubernetes.io"
 MAX_DRIVER_NAME = 63
 MAX_DRA_RESOURCE = 64  # a DRA string attribute's limit: devices carry their resource's name
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_CDI_VENDOR = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
-_CDI_CLASS = re.compile(r"^[A-Za-z]([A-Za-z0-9_-]*[A-Za-z0-9])?$")
 MAX_REPLICAS = 1024
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_CDI_KIND = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?/[A-Za-z]([A-Za-z0-9_-]*[A-Za-z0-9])?$")
+# Validation context: the kinds a resource may select, and the placeholders its
+# templates may use (those of the kind of the resource being validated).
+_KINDS = "kinds"
+_FIELDS = "template_fields"
 
 
-@dataclass(frozen=True, slots=True)
-class NodeTemplate:
-    host_path: str
-    container_path: str
-    permissions: str = "rwm"
-
-
-@dataclass(frozen=True, slots=True)
-class MountTemplate:
-    host_path: str
-    container_path: str
-    read_only: bool = True
-
-
-@dataclass(frozen=True)
-class ResourceConfig:
-    name: str
-    kind: DeviceKind
-    selector: Any
-    device_nodes: tuple[NodeTemplate, ...] = ()
-    mounts: tuple[MountTemplate, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
-    replicas: int = 1
-    cdi_kind: str | None = None  # "vendor.com/class" when CDI is on
-    cdi_version: str = "1.0.0"
-    pre_start_check: bool = False
-    where: str = ""
-    served_by: str = DEVICE_PLUGIN
-    # For DRA: the extended resource a DeviceClass maps to these devices, so that pods
-    # asking for it in resources.limits are served through DRA. None: not mapped.
-    extended_resource_name: str | None = None
-
-    @property
-    def dra(self) -> bool:
-        return self.served_by == DRA
-
-
-@dataclass(frozen=True)
-class PluginConfig:
-    resources: tuple[ResourceConfig, ...]
-    driver_name: str = DEFAULT_DRIVER_NAME
-
-    def served_by(self, how: str) -> tuple[ResourceConfig, ...]:
-        return tuple(r for r in self.resources if r.served_by == how)
-
-
-def dns_subdomain_error(name: object, max_len: int = 253) -> str | None:
-    if not isinstance(name, str) or not name:
-        return "expected a DNS subdomain like dra.example.com"
-    if len(name) > max_len:
-        return f"{name!r} is longer than {max_len} characters"
-    if not all(_DNS_LABEL.match(p) for p in name.split(".")):
-        return f"{name!r} is not a DNS subdomain (lower-case letters, digits, '-', dots between labels)"
-    return None
-
-
-def driver_name_error(name: object) -> str | None:
+def driver_name_error(name: str) -> str | None:
     """A DRA driver name is a DNS subdomain of at most 63 characters."""
-    return dns_subdomain_error(name, MAX_DRIVER_NAME)
+    if len(name) > MAX_DRIVER_NAME:
+        return f"{name!r} is longer than {MAX_DRIVER_NAME} characters"
+    return dns_subdomain_error(name)
 
 
 def extended_resource_error(name: str) -> str | None:
@@ -136,6 +92,265 @@ def extended_resource_error(name: str) -> str | None:
     return err
 
 
+def _checked(error: Callable[[str], str | None], what: str) -> AfterValidator:
+    def check(value: str) -> str:
+        err = error(value)
+        if err:
+            raise ValueError(f"{what}: {err}")
+        return value
+
+    return AfterValidator(check)
+
+
+_ResourceName = Annotated[StrictStr, _checked(extended_resource_error, "invalid resource name")]
+
+
+def _context(info: ValidationInfo) -> dict[str, Any]:
+    assert info.context is not None  # parse_config gives one
+    return cast(dict[str, Any], info.context)
+
+
+def _template_error(text: str, info: ValidationInfo) -> str | None:
+    fields: frozenset[str] = _context(info)[_FIELDS]
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError as e:
+        return f"bad template {text!r}: {e}"
+    for _lit, field, spec, conv in parsed:
+        if field is not None and (field not in fields or spec or conv):
+            known = ", ".join("{" + f + "}" for f in sorted(fields))
+            return f"unknown placeholder {{{field}}} (known: {known})"
+    return None
+
+
+def _container_path(raw: Any, host_key: str) -> Any:
+    """The container sees a path where the host does unless told otherwise."""
+    if isinstance(raw, dict) and host_key in raw:
+        return {"containerPath": raw[host_key], **raw}
+    return raw
+
+
+def _paths(item: DeviceNode | Mount, host_key: str, info: ValidationInfo) -> None:
+    """Both paths absolute, with the kind's placeholders only."""
+    for key, path in ((host_key, item.host_path), ("containerPath", item.container_path)):
+        err = "expected an absolute path" if not path.startswith("/") else _template_error(path, info)
+        if err:
+            raise NestedError(key, err)
+
+
+def _node_input(raw: Any) -> Any:
+    return _container_path({"path": raw} if isinstance(raw, str) else raw, "path")  # a path alone
+
+
+def _node(node: DeviceNode, info: ValidationInfo) -> DeviceNode:
+    _paths(node, "path", info)
+    if not node.host_path.startswith("/dev/"):
+        raise NestedError("path", "device nodes live under /dev/")
+    perms = node.permissions
+    if not perms or set(perms) - set("rwm") or len(set(perms)) != len(perms):
+        raise NestedError("permissions", "expected some of r, w, m (like rw or rwm)")
+    return node
+
+
+def _mount(mount: Mount, info: ValidationInfo) -> Mount:
+    _paths(mount, "hostPath", info)
+    return mount
+
+
+def _env(raw: Any, info: ValidationInfo) -> Any:
+    """``{NAME: value}`` -> ``((NAME, value), ...)``; numbers are taken as strings."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise ValueError("expected a mapping of NAME: value")
+    out = []
+    for k, v in raw.items():
+        if not isinstance(k, str) or not _ENV_NAME.match(k):
+            raise ValueError(f"{k!r} is not a valid environment variable name")
+        if isinstance(v, bool) or not isinstance(v, str | int | float):
+            raise NestedError(k, "expected a string")
+        err = _template_error(str(v), info)
+        if err:
+            raise NestedError(k, err)
+        out.append((k, str(v)))
+    return tuple(out)
+
+
+def _one_server(raw: Any) -> Any:
+    if isinstance(raw, list) and set(raw) == {DEVICE_PLUGIN, DRA}:
+        raise ValueError(
+            "served by the device plugin or by DRA, never both (one device must not be offered twice)"
+        )
+    return raw[0] if isinstance(raw, list) and len(raw) == 1 else raw
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid", frozen=True)
+
+
+class CdiConfig(_Model):
+    kind: StrictStr | None = None  # default: the resource's name
+    version: Literal[CDI_VERSIONS] = CDI_VERSION  # type: ignore[valid-type]
+
+
+class ResourceConfig(_Model):
+    """One resource; besides these keys exactly one device selector (``pci``, ``usb``, ...,
+    a key of the registry's kinds), which becomes :attr:`kind` and :attr:`selector`."""
+
+    name: _ResourceName
+    device_nodes: tuple[Annotated[DeviceNode, BeforeValidator(_node_input), AfterValidator(_node)], ...] = ()
+    mounts: tuple[
+        Annotated[Mount, BeforeValidator(lambda v: _container_path(v, "hostPath")), AfterValidator(_mount)],
+        ...,
+    ] = ()
+    env: Annotated[tuple[tuple[str, str], ...], BeforeValidator(_env)] = ()
+    replicas: StrictInt = Field(1, ge=1, le=MAX_REPLICAS)
+    cdi: Annotated[
+        CdiConfig | None, BeforeValidator(lambda v: {} if v is True else None if v is False else v)
+    ] = None
+    pre_start_check: StrictBool = False
+    served_by: Annotated[Literal["devicePlugin", "dra"], BeforeValidator(_one_server)] = DEVICE_PLUGIN
+    # For DRA: the extended resource a DeviceClass maps to these devices, so that pods
+    # asking for it in resources.limits are served through DRA. Default: the name;
+    # false: not mapped. See extended_resource_name.
+    extended_resource: Annotated[
+        _ResourceName | None,
+        BeforeValidator(lambda v: None if v is False else v),
+    ] = Field(None, alias="extendedResourceName")
+
+    _kind: DeviceKind = PrivateAttr()
+    _selector: Any = PrivateAttr()
+    _where: str = PrivateAttr("")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _device(
+        cls, data: Any, handler: ModelWrapValidatorHandler[ResourceConfig], info: ValidationInfo
+    ) -> ResourceConfig:
+        context = _context(info)
+        kinds: KindRegistry = context[_KINDS]
+        if not isinstance(data, dict):
+            return handler(data)
+        chosen = [k for k in kinds.names() if k in data]
+        if len(chosen) != 1:
+            raise ValueError(
+                f"needs exactly one device selector ({', '.join(kinds.names())})"
+                + (f", got {', '.join(chosen)}" if chosen else "")
+            )
+        kind = kinds.get(chosen[0])
+        assert kind is not None
+        try:
+            selector = kind.parse_selector(data[kind.name], kind.name)
+        except ConfigError as e:  # its message starts with the key path we gave it
+            key, _, why = str(e).partition(": ")
+            raise NestedError(key, why) from None
+        context[_FIELDS] = kind.template_fields
+        res = handler({k: v for k, v in data.items() if k != kind.name})
+        res._kind, res._selector = kind, selector
+        res._check()
+        return res
+
+    def _check(self) -> None:
+        """What involves several keys."""
+        if self.dra:
+            if self.replicas != 1:
+                raise NestedError(
+                    "replicas", "DRA hands out whole devices; replicas is for the device plugin"
+                )
+            if len(self.name) > MAX_DRA_RESOURCE:
+                raise NestedError(
+                    "name",
+                    f"{self.name!r} is longer than {MAX_DRA_RESOURCE} characters, the limit of the DRA"
+                    " attribute that names it",
+                )
+        elif "extended_resource" in self.model_fields_set:
+            raise NestedError(
+                "extendedResourceName",
+                f"only for servedBy: dra (the device plugin serves {self.name} itself)",
+            )
+        if self.cdi_kind and not _CDI_KIND.match(self.cdi_kind):
+            raise NestedError(
+                "cdi",
+                f"{self.cdi_kind!r} is not a CDI kind 'vendor.com/class' (class: letters, digits, '-', '_');"
+                " set cdi: {kind: ...}",
+            )
+        if self.cdi_kind and not self.device_nodes and not self.mounts and self.kind.name == "pci":
+            raise NestedError("cdi", "a CDI device needs something to inject: add deviceNodes or mounts")
+
+    @property
+    def kind(self) -> DeviceKind:
+        return self._kind
+
+    @property
+    def selector(self) -> Any:
+        """The kind's parsed selector, opaque here."""
+        return self._selector
+
+    @property
+    def where(self) -> str:
+        """Its key path in the file (``resources[1]``), for messages."""
+        return self._where
+
+    @property
+    def dra(self) -> bool:
+        return self.served_by == DRA
+
+    @property
+    def extended_resource_name(self) -> str | None:
+        if not self.dra:
+            return None
+        return self.extended_resource if "extended_resource" in self.model_fields_set else self.name
+
+    @property
+    def cdi_kind(self) -> str | None:
+        """``vendor.com/class`` when CDI is on."""
+        return None if self.cdi is None else self.cdi.kind or self.name
+
+    @property
+    def cdi_version(self) -> str:
+        return CDI_VERSION if self.cdi is None else str(self.cdi.version)
+
+
+class DraConfig(_Model):
+    driver_name: Annotated[StrictStr, _checked(driver_name_error, "invalid driver name")] = (
+        DEFAULT_DRIVER_NAME
+    )
+
+
+class PluginConfig(_Model):
+    # An empty list is allowed: a deployment may ship the plugin before anything is
+    # configured; the plugin then serves nothing and says so.
+    resources: tuple[ResourceConfig, ...]
+    dra: DraConfig = DraConfig()
+
+    @model_validator(mode="after")
+    def _names(self) -> PluginConfig:
+        """Each name (and extended-resource name) is served once."""
+        seen: dict[str, str] = {}
+        for i, res in enumerate(self.resources):
+            res._where = f"resources[{i}]"
+            for what, name in (("name", res.name), ("extendedResourceName", res.extended_resource_name)):
+                if name is None or (what == "extendedResourceName" and name == res.name):
+                    continue
+                if name in seen:
+                    twice = what == "name" and seen[name].endswith(".name")
+                    raise NestedError(
+                        f"{res.where}.{what}",
+                        f"{name!r} is declared twice"
+                        if twice
+                        else f"{name!r} is already served by {seen[name]}",
+                    )
+                seen[name] = f"{res.where}.{what}"
+        return self
+
+    @property
+    def driver_name(self) -> str:
+        return self.dra.driver_name
+
+    def served_by(self, how: str) -> tuple[ResourceConfig, ...]:
+        return tuple(r for r in self.resources if r.served_by == how)
+
+
 def load_config(path: str | Path, kinds: KindRegistry | None = None) -> PluginConfig:
     """Raises ConfigError, one line that names the file once (and the key)."""
     from nfd.config import load_config_file
@@ -145,236 +360,7 @@ def load_config(path: str | Path, kinds: KindRegistry | None = None) -> PluginCo
 
 
 def parse_config(data: Any, kinds: KindRegistry | None = None) -> PluginConfig:
-    kinds = kinds or default_kinds()
-    if not isinstance(data, dict):
-        raise ConfigError("config: expected a mapping with a 'resources' list")
-    for key in data:
-        if key not in _TOP_KEYS:
-            raise ConfigError(f"{key}: unknown key (known: {', '.join(_TOP_KEYS)})")
-    raw = data.get("resources")
-    if raw is None:
-        raise ConfigError("resources: required, a list of resources")
-    if not isinstance(raw, list):
-        raise ConfigError("resources: expected a list of resources")
-    # An empty list is allowed: a deployment may ship the plugin before anything is
-    # configured; the plugin then serves nothing and says so.
-    out: list[ResourceConfig] = []
-    seen: dict[str, str] = {}
-    for i, item in enumerate(raw):
-        res = _resource(item, f"resources[{i}]", kinds)
-        for name, what in ((res.name, "name"), (res.extended_resource_name, "extendedResourceName")):
-            if name is None or (what == "extendedResourceName" and name == res.name):
-                continue
-            if name in seen and what == "name" and seen[name].endswith(".name"):
-                raise ConfigError(f"resources[{i}].name: {name!r} is declared twice")
-            if name in seen:
-                raise ConfigError(f"resources[{i}].{what}: {name!r} is already served by {seen[name]}")
-            seen[name] = f"resources[{i}].{what}"
-        out.append(res)
-    return PluginConfig(tuple(out), driver_name=_dra_section(data.get("dra")))
-
-
-def _dra_section(raw: Any) -> str:
-    if raw is None:
-        return DEFAULT_DRIVER_NAME
-    if not isinstance(raw, dict):
-        raise ConfigError("dra: expected a mapping with driverName")
-    for key in raw:
-        if key != "driverName":
-            raise ConfigError(f"dra.{key}: unknown key (known: driverName)")
-    name = raw.get("driverName", DEFAULT_DRIVER_NAME)
-    err = driver_name_error(name)
-    if err:
-        raise ConfigError(f"dra.driverName: invalid driver name: {err}")
-    assert isinstance(name, str)
-    return name
-
-
-def _resource(item: Any, where: str, kinds: KindRegistry) -> ResourceConfig:
-    if not isinstance(item, dict):
-        raise ConfigError(f"{where}: expected a mapping")
-    known = (*_RESOURCE_KEYS, *kinds.names())
-    for key in item:
-        if key not in known:
-            raise ConfigError(f"{where}.{key}: unknown key (known: {', '.join(known)})")
-    name = item.get("name")
-    if not isinstance(name, str):
-        raise ConfigError(f"{where}.name: required, a string like example.com/fpga")
-    err = extended_resource_error(name)
-    if err:
-        raise ConfigError(f"{where}.name: invalid resource name: {err}")
-    chosen = [k for k in kinds.names() if k in item]
-    if len(chosen) != 1:
-        raise ConfigError(
-            f"{where}: needs exactly one device selector ({', '.join(kinds.names())})"
-            + (f", got {', '.join(chosen)}" if chosen else "")
-        )
-    kind = kinds.get(chosen[0])
-    assert kind is not None
-    selector = kind.parse_selector(item[chosen[0]], f"{where}.{kind.name}")
-    fields = kind.template_fields
-
-    nodes = tuple(
-        _node(n, f"{where}.deviceNodes[{j}]", fields) for j, n in enumerate(_list(item, "deviceNodes", where))
-    )
-    mounts = tuple(
-        _mount(m, f"{where}.mounts[{j}]", fields) for j, m in enumerate(_list(item, "mounts", where))
-    )
-    env_raw = item.get("env") or {}
-    if not isinstance(env_raw, dict):
-        raise ConfigError(f"{where}.env: expected a mapping of NAME: value")
-    env: list[tuple[str, str]] = []
-    for k, v in env_raw.items():
-        if not isinstance(k, str) or not _ENV_NAME.match(k):
-            raise ConfigError(f"{where}.env: {k!r} is not a valid environment variable name")
-        if isinstance(v, bool) or not isinstance(v, str | int | float):
-            raise ConfigError(f"{where}.env.{k}: expected a string")
-        env.append((k, _template(str(v), f"{where}.env.{k}", fields)))
-
-    replicas = item.get("replicas", 1)
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= MAX_REPLICAS:
-        raise ConfigError(f"{where}.replicas: expected an integer from 1 to {MAX_REPLICAS}")
-    pre_start = item.get("preStartCheck", False)
-    if not isinstance(pre_start, bool):
-        raise ConfigError(f"{where}.preStartCheck: expected true or false")
-    served_by, ext_name = _served_by(item, where, name)
-    if served_by == DRA and replicas != 1:
-        raise ConfigError(f"{where}.replicas: DRA hands out whole devices; replicas is for the device plugin")
-    cdi_kind, cdi_version = _cdi(item.get("cdi", False), f"{where}.cdi", name)
-    if cdi_kind and not nodes and not mounts and kind.name == "pci":
-        raise ConfigError(f"{where}.cdi: a CDI device needs something to inject: add deviceNodes or mounts")
-    return ResourceConfig(
-        name=name,
-        kind=kind,
-        selector=selector,
-        device_nodes=nodes,
-        mounts=mounts,
-        env=tuple(env),
-        replicas=replicas,
-        cdi_kind=cdi_kind,
-        cdi_version=cdi_version,
-        pre_start_check=pre_start,
-        where=where,
-        served_by=served_by,
-        extended_resource_name=ext_name,
-    )
-
-
-def _served_by(item: dict[str, Any], where: str, name: str) -> tuple[str, str | None]:
-    raw = item.get("servedBy", DEVICE_PLUGIN)
-    if isinstance(raw, list):
-        if set(raw) == set(SERVED_BY):
-            raise ConfigError(
-                f"{where}.servedBy: {name} is served by the device plugin or by DRA, never both"
-                " (one device must not be offered twice)"
-            )
-        raw = raw[0] if len(raw) == 1 else raw
-    if raw not in SERVED_BY:
-        raise ConfigError(f"{where}.servedBy: expected one of {', '.join(SERVED_BY)}, got {raw!r}")
-    if raw == DRA and len(name) > MAX_DRA_RESOURCE:
-        raise ConfigError(
-            f"{where}.name: {name!r} is longer than {MAX_DRA_RESOURCE} characters, the limit of"
-            " the DRA attribute that names it"
-        )
-    ext = item.get("extendedResourceName", name if raw == DRA else None)
-    if raw == DEVICE_PLUGIN:
-        if "extendedResourceName" in item:
-            raise ConfigError(
-                f"{where}.extendedResourceName: only for servedBy: dra (the device plugin serves {name} itself)"
-            )
-        return raw, None
-    if ext is False or ext is None:
-        return raw, None
-    if not isinstance(ext, str):
-        raise ConfigError(
-            f"{where}.extendedResourceName: expected a resource name like example.com/gpu, or false"
-        )
-    err = extended_resource_error(ext)
-    if err:
-        raise ConfigError(f"{where}.extendedResourceName: invalid resource name: {err}")
-    return raw, ext
-
-
-def _list(item: dict[str, Any], key: str, where: str) -> list[Any]:
-    v = item.get(key) or []
-    if not isinstance(v, list):
-        raise ConfigError(f"{where}.{key}: expected a list")
-    return v
-
-
-def _template(text: str, where: str, fields: frozenset[str]) -> str:
     try:
-        parsed = list(string.Formatter().parse(text))
-    except ValueError as e:
-        raise ConfigError(f"{where}: bad template {text!r}: {e}") from None
-    for _lit, field, spec, conv in parsed:
-        if field is None:
-            continue
-        if field not in fields or spec or conv:
-            raise ConfigError(
-                f"{where}: unknown placeholder {{{field}}} (known: {', '.join('{' + f + '}' for f in sorted(fields))})"
-            )
-    return text
-
-
-def _abs(v: Any, where: str, fields: frozenset[str]) -> str:
-    if not isinstance(v, str) or not v.startswith("/"):
-        raise ConfigError(f"{where}: expected an absolute path")
-    return _template(v, where, fields)
-
-
-def _node(raw: Any, where: str, fields: frozenset[str]) -> NodeTemplate:
-    if isinstance(raw, str):
-        raw = {"path": raw}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a path or a mapping with path, containerPath, permissions")
-    for key in raw:
-        if key not in ("path", "containerPath", "permissions"):
-            raise ConfigError(f"{where}.{key}: unknown key (known: path, containerPath, permissions)")
-    path = _abs(raw.get("path"), f"{where}.path", fields)
-    if not path.startswith("/dev/"):
-        raise ConfigError(f"{where}.path: device nodes live under /dev/")
-    container = _abs(raw.get("containerPath", path), f"{where}.containerPath", fields)
-    perms = raw.get("permissions", "rwm")
-    if not isinstance(perms, str) or not perms or set(perms) - set("rwm") or len(set(perms)) != len(perms):
-        raise ConfigError(f"{where}.permissions: expected some of r, w, m (like rw or rwm)")
-    return NodeTemplate(path, container, perms)
-
-
-def _mount(raw: Any, where: str, fields: frozenset[str]) -> MountTemplate:
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping with hostPath, containerPath, readOnly")
-    for key in raw:
-        if key not in ("hostPath", "containerPath", "readOnly"):
-            raise ConfigError(f"{where}.{key}: unknown key (known: hostPath, containerPath, readOnly)")
-    host = _abs(raw.get("hostPath"), f"{where}.hostPath", fields)
-    container = _abs(raw.get("containerPath", host), f"{where}.containerPath", fields)
-    ro = raw.get("readOnly", True)
-    if not isinstance(ro, bool):
-        raise ConfigError(f"{where}.readOnly: expected true or false")
-    return MountTemplate(host, container, ro)
-
-
-def _cdi(raw: Any, where: str, resource: str) -> tuple[str | None, str]:
-    from nfd.devices.cdi import CDI_VERSION, CDI_VERSIONS
-
-    if raw is False or raw is None:
-        return None, CDI_VERSION
-    if raw is True:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected true, false or a mapping with kind, version")
-    for key in raw:
-        if key not in ("kind", "version"):
-            raise ConfigError(f"{where}.{key}: unknown key (known: kind, version)")
-    kind = raw.get("kind", resource)
-    version = raw.get("version", CDI_VERSION)
-    if version not in CDI_VERSIONS:
-        raise ConfigError(f"{where}.version: expected one of {', '.join(CDI_VERSIONS)} (a quoted string)")
-    vendor, sep, cls = kind.partition("/") if isinstance(kind, str) else ("", "", "")
-    if not sep or not _CDI_VENDOR.match(vendor) or not _CDI_CLASS.match(cls):
-        raise ConfigError(
-            f"{where}: {kind!r} is not a CDI kind 'vendor.com/class' (class: letters, digits, '-', '_');"
-            " set cdi: {kind: ...}"
-        )
-    return kind, version
+        return PluginConfig.model_validate(data, context={_KINDS: kinds or default_kinds()})
+    except ValidationError as e:
+        raise ConfigError(error_line(e)) from None

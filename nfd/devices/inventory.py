@@ -328,3 +328,18 @@ def build_served_states(
             s.close()
     others = [r.where for r in resources if r.served_by != served_by]
     return mine, [w for w in warnings if not any(w.startswith((o + ":", o + ".")) for o in others)]
+
+
+def close_states(states: Iterable[ResourceState]) -> None:
+    """Close each state, then each kind once: kinds holding resources (an NVML handle,
+    an event thread) may offer ``close()``."""
+    states = list(states)
+    for s in states:
+        s.close()
+    for kind in {id(s.res.kind): s.res.kind for s in states}.values():
+        close = getattr(kind, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception as e:  # shutting down: log and go on
+                log.warning("closing device kind %s: %s: %s", kind.name, type(e).__name__, e)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from nfd.hostroot import HostRoot
 
@@ -19,11 +20,23 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class DeviceNode:
-    """A device node to create in the container (cgroup permissions any of r, w, m)."""
+    """A device node to create in the container (cgroup permissions any of r, w, m). In
+    a resource's config its paths may hold a kind's ``{placeholders}``."""
 
     host_path: str  # as the host sees it: /dev/...
     container_path: str
     permissions: str = "rwm"
+
+    # Its keys in the device config (nfd.devices.config validates it with pydantic, which
+    # reads this plain dict; nothing here imports pydantic).
+    __pydantic_config__: ClassVar[dict[str, Any]] = {
+        "extra": "forbid",
+        "alias_generator": {
+            "host_path": "path",
+            "container_path": "containerPath",
+            "permissions": "permissions",
+        }.__getitem__,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +44,15 @@ class Mount:
     host_path: str
     container_path: str
     read_only: bool = True
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = {
+        "extra": "forbid",
+        "alias_generator": {
+            "host_path": "hostPath",
+            "container_path": "containerPath",
+            "read_only": "readOnly",
+        }.__getitem__,
+    }
 
 
 @dataclass(frozen=True, slots=True)

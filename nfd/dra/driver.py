@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nfd.devices.health import HealthMonitor
-from nfd.devices.inventory import ResourceState
+from nfd.devices.inventory import ResourceState, close_states
 from nfd.dra.slices import DraInventory
 from nfd.features import Features
 from nfd.hostroot import HostRoot
@@ -21,11 +21,35 @@ BACKOFF_FIRST = 0.2
 BACKOFF_MAX = 10.0
 
 
-class SliceLoop:
+class _Loop:
+    """A daemon thread running ``_loop`` until :meth:`stop`."""
+
+    thread_name = ""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name=self.thread_name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        raise NotImplementedError
+
+
+class SliceLoop(_Loop):
     """Publishes the pool whenever a device's health changes (checked every
     ``interval`` seconds: a version comparison, no I/O), and re-reads the API server
     every ``resync`` seconds to repair slices changed by someone else. A failed write is
     retried with backoff."""
+
+    thread_name = "nfd-dra-slices"
 
     def __init__(
         self,
@@ -39,19 +63,9 @@ class SliceLoop:
         self._sync = sync
         self.interval = interval
         self.resync = resync
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__()
         self.published = threading.Event()  # set after the first successful sync
         self.syncs = 0
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="nfd-dra-slices", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
 
     def _loop(self) -> None:
         from nfd.dra.publisher import PublishError
@@ -83,10 +97,12 @@ class SliceLoop:
 Rediscover = Callable[[], tuple[Sequence[ResourceState], Features, HostRoot]]
 
 
-class Rediscovery:
+class Rediscovery(_Loop):
     """Runs discovery again every ``interval`` seconds; when the set of devices differs
     (a device plugged in, one removed for good), the inventory serves the new set. A
     resource whose devices are unchanged keeps its state (and its health history)."""
+
+    thread_name = "nfd-dra-rediscover"
 
     def __init__(
         self, inventory: DraInventory, health: HealthMonitor, discover: Rediscover, *, interval: float
@@ -95,17 +111,7 @@ class Rediscovery:
         self.health = health
         self.discover = discover
         self.interval = interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="nfd-dra-rediscover", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        super().__init__()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
@@ -205,15 +211,7 @@ class DraDriver:
         self.plugin.stop()
         self.slices.stop()
         self.health.stop()
-        for s in self.inventory.states:
-            s.close()
-        for kind in {id(s.res.kind): s.res.kind for s in self.inventory.states}.values():
-            close = getattr(kind, "close", None)
-            if callable(close):
-                try:
-                    close()
-                except Exception as e:  # shutting down: log and go on
-                    log.warning("closing device kind %s: %s: %s", kind.name, type(e).__name__, e)
+        close_states(self.inventory.states)
         self._done.set()
 
     def wait(self, timeout: float | None = None) -> bool:

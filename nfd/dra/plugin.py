@@ -12,18 +12,17 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
-from concurrent import futures
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import grpc
 
-from nfd.deviceplugin.server import MAX_SOCKET_PATH, FileId, file_id
 from nfd.dra.api.dra.v1 import api_pb2 as dra_pb
 from nfd.dra.api.dra.v1 import api_pb2_grpc as dra_grpc
 from nfd.dra.api.pluginregistration.v1 import api_pb2 as reg_pb
 from nfd.dra.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from nfd.dra.prepare import ClaimError, Preparer
+from nfd.unixgrpc import SocketServer
 
 log = logging.getLogger("nfd.dra")
 
@@ -39,39 +38,47 @@ class DraService(dra_grpc.DRAPluginServicer):
         self, request: dra_pb.NodePrepareResourcesRequest, context: grpc.ServicerContext
     ) -> dra_pb.NodePrepareResourcesResponse:
         resp = dra_pb.NodePrepareResourcesResponse()
-        for c in request.claims:
-            out = resp.claims[c.uid]
-            try:
-                for d in self.preparer.prepare(c.namespace, c.uid, c.name):
-                    out.devices.add(
-                        request_names=d.request_names,
-                        pool_name=d.pool_name,
-                        device_name=d.device_name,
-                        cdi_device_ids=d.cdi_device_ids,
-                    )
-            except ClaimError as e:
-                log.warning("NodePrepareResources: %s", e)
-                out.error = str(e)
-            except Exception as e:  # a bug must cost this claim only
-                log.exception("NodePrepareResources: claim %s/%s", c.namespace, c.name)
-                out.error = f"claim {c.namespace}/{c.name}: internal error: {type(e).__name__}: {e}"
+
+        def prepare(c: dra_pb.Claim, out: Any) -> None:
+            for d in self.preparer.prepare(c.namespace, c.uid, c.name):
+                out.devices.add(
+                    request_names=d.request_names,
+                    pool_name=d.pool_name,
+                    device_name=d.device_name,
+                    cdi_device_ids=d.cdi_device_ids,
+                )
+
+        _each_claim("NodePrepareResources", request.claims, resp.claims, prepare)
         return resp
 
     def NodeUnprepareResources(
         self, request: dra_pb.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
     ) -> dra_pb.NodeUnprepareResourcesResponse:
         resp = dra_pb.NodeUnprepareResourcesResponse()
-        for c in request.claims:
-            out = resp.claims[c.uid]
-            try:
-                self.preparer.unprepare(c.namespace, c.uid, c.name)
-            except ClaimError as e:
-                log.warning("NodeUnprepareResources: %s", e)
-                out.error = str(e)
-            except Exception as e:  # a bug must cost this claim only
-                log.exception("NodeUnprepareResources: claim %s/%s", c.namespace, c.name)
-                out.error = f"claim {c.namespace}/{c.name}: internal error: {type(e).__name__}: {e}"
+        _each_claim(
+            "NodeUnprepareResources",
+            request.claims,
+            resp.claims,
+            lambda c, _out: self.preparer.unprepare(c.namespace, c.uid, c.name),
+        )
         return resp
+
+
+def _each_claim(
+    method: str, claims: Iterable[dra_pb.Claim], answers: Any, act: Callable[[dra_pb.Claim, Any], None]
+) -> None:
+    """``act`` on each claim and its answer (``answers[uid]``, which every claim gets); a
+    claim that fails gets the error there, a bug too: it must cost that claim only."""
+    for c in claims:
+        out = answers[c.uid]
+        try:
+            act(c, out)
+        except ClaimError as e:
+            log.warning("%s: %s", method, e)
+            out.error = str(e)
+        except Exception as e:
+            log.exception("%s: claim %s/%s", method, c.namespace, c.name)
+            out.error = f"claim {c.namespace}/{c.name}: internal error: {type(e).__name__}: {e}"
 
 
 class RegistrationService(reg_grpc.RegistrationServicer):
@@ -90,60 +97,6 @@ class RegistrationService(reg_grpc.RegistrationServicer):
     ) -> reg_pb.RegistrationStatusResponse:
         self.on_status(request.plugin_registered, request.error)
         return reg_pb.RegistrationStatusResponse()
-
-
-class SocketServer:
-    """One gRPC server on a unix socket file that may be deleted under it."""
-
-    def __init__(self, path: str, add: Callable[[grpc.Server], None], *, workers: int) -> None:
-        if len(path.encode()) > MAX_SOCKET_PATH:
-            raise ValueError(f"socket path {path} is longer than {MAX_SOCKET_PATH} bytes")
-        self.path = path
-        self._add = add
-        self._workers = workers
-        self._server: grpc.Server | None = None
-        self._id: FileId | None = None
-
-    def serve(self) -> None:
-        self.stop()
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-        server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="nfd-dra"),
-            options=[("grpc.so_reuseport", 0)],
-        )
-        self._add(server)
-        try:
-            port = server.add_insecure_port("unix:" + self.path)
-        except RuntimeError as e:
-            raise OSError(f"cannot listen on {self.path}: {e}") from None
-        if port == 0:
-            raise OSError(f"cannot listen on {self.path}")
-        server.start()
-        self._server = server
-        self._id = file_id(os.stat(self.path))
-
-    def serving(self) -> bool:
-        if self._server is None:
-            return False
-        try:
-            return file_id(os.stat(self.path)) == self._id
-        except OSError:
-            return False
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop(grace=None)
-        if self._id is not None:
-            try:  # remove the socket only if it is still ours
-                if file_id(os.stat(self.path)) == self._id:
-                    os.unlink(self.path)
-            except OSError:
-                pass
-        self._server, self._id = None, None
 
 
 class KubeletPlugin:
@@ -168,10 +121,16 @@ class KubeletPlugin:
             self.dra_socket,
             lambda s: dra_grpc.add_DRAPluginServicer_to_server(self.service, s),
             workers=workers,
+            name="nfd-dra",
+            make_dir=True,
         )
         reg = RegistrationService(driver, self.dra_socket, self._on_status)
         self._reg = SocketServer(
-            self.registry_socket, lambda s: reg_grpc.add_RegistrationServicer_to_server(reg, s), workers=2
+            self.registry_socket,
+            lambda s: reg_grpc.add_RegistrationServicer_to_server(reg, s),
+            workers=2,
+            name="nfd-dra",
+            make_dir=True,
         )
         self.watch_interval = watch_interval
         self._stop = threading.Event()

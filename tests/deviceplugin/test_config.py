@@ -69,7 +69,7 @@ def test_full_config() -> None:
             "resources[0]: needs exactly one device selector (pci, usb, devnode, gpu, fpga), got pci, usb",
         ),
         (res(pci={"vendor": "8086"}, colour="red"), "resources[0].colour: unknown key"),
-        (res(pci={"vendor": "8086"}, replicas=0), "resources[0].replicas: expected an integer from 1"),
+        (res(pci={"vendor": "8086"}, replicas=0), "resources[0].replicas: Input should be greater than or equal to 1"),
         (
             res(pci={"vendor": "8086"}, deviceNodes=["/dev/x/{group}"]),
             "resources[0].deviceNodes[0].path: unknown placeholder {group} (known: {address}",
@@ -120,8 +120,9 @@ def test_full_config() -> None:
         ),
         ({"resources": {}}, "resources: expected a list"),
         ({}, "resources: required"),
-        ({"resource": []}, "resource: unknown key"),
-        ([1], "config: expected a mapping"),
+        ({"resource": []}, "resources: required"),
+        ({"resources": [], "resource": []}, "resource: unknown key"),
+        ([1], "expected a mapping"),
     ],
 )
 def test_errors_name_the_key(data: Any, expect: str) -> None:

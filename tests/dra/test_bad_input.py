@@ -37,7 +37,7 @@ def one_line_error(p: subprocess.CompletedProcess[str]) -> str:
     [
         (
             {"dra": {"driverName": "Not_A.Domain"}, "resources": []},
-            "config file {cfg}: dra.driverName: invalid driver name: 'Not_A.Domain' is not a DNS subdomain",
+            "config file {cfg}: dra.driverName: invalid driver name: 'Not_A.Domain' must be a lowercase RFC 1123 subdomain",
         ),
         (
             {"dra": {"driverName": "a" * 64 + ".com"}, "resources": []},
@@ -49,7 +49,7 @@ def one_line_error(p: subprocess.CompletedProcess[str]) -> str:
                     {"name": "example.com/x", "pci": {"vendor": "1172"}, "servedBy": ["devicePlugin", "dra"]}
                 ]
             },
-            "resources[0].servedBy: example.com/x is served by the device plugin or by DRA, never both",
+            "resources[0].servedBy: served by the device plugin or by DRA, never both",
         ),
         (
             {
@@ -72,10 +72,7 @@ def test_bad_node_name_is_one_line(tmp_path: Path) -> None:
     cfg = tmp_path / "dra.yaml"
     cfg.write_text("resources: []\n")
     line = one_line_error(nfd("dra", "--config", str(cfg), "--check", "--node-name", "Node_A"))
-    assert (
-        line
-        == "nfd dra: error: --node-name: 'Node_A' is not a DNS subdomain (lower-case letters, digits, '-', dots between labels)"
-    )
+    assert line == "nfd dra: error: --node-name: 'Node_A' must be a lowercase RFC 1123 subdomain"
 
 
 def test_selector_matching_nothing_warns_and_serves_the_rest(fx: FixtureHost, tmp_path: Path) -> None:

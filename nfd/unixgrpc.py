@@ -1,0 +1,90 @@
+"""A gRPC server on a unix socket file that may be deleted under it, as kubelet's plugin
+sockets are (the device plugin's and the DRA plugin's): kubelet removes every socket in
+its directory when it restarts, and a re-created directory loses them all."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent import futures
+
+import grpc
+
+# The longest unix socket path the kernel takes (sun_path is 108 bytes with the NUL).
+MAX_SOCKET_PATH = 107
+
+FileId = tuple[int, int, int]
+
+
+def file_id(st: os.stat_result) -> FileId:
+    """Which file this is: inode numbers alone get reused at once after a delete."""
+    return (st.st_dev, st.st_ino, st.st_ctime_ns)
+
+
+class SocketServer:
+    """One gRPC server on ``path``; ``add`` puts the services on each new server.
+    ``make_dir``: create the socket's directory when it is missing (else serving fails
+    until it is back)."""
+
+    def __init__(
+        self,
+        path: str,
+        add: Callable[[grpc.Server], None],
+        *,
+        workers: int,
+        name: str,
+        make_dir: bool = False,
+    ) -> None:
+        if len(path.encode()) > MAX_SOCKET_PATH:
+            raise ValueError(f"socket path {path} is longer than {MAX_SOCKET_PATH} bytes")
+        self.path = path
+        self._add = add
+        self._workers = workers
+        self._name = name  # its threads' name prefix
+        self._make_dir = make_dir
+        self._server: grpc.Server | None = None
+        self._id: FileId | None = None
+
+    def serve(self) -> None:
+        """(Re)start the server on a fresh socket file; OSError when it cannot listen."""
+        self.stop()
+        if self._make_dir:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix=self._name),
+            options=[("grpc.so_reuseport", 0)],
+        )
+        self._add(server)
+        try:
+            port = server.add_insecure_port("unix:" + self.path)
+        except RuntimeError as e:
+            raise OSError(f"cannot listen on {self.path}: {e}") from None
+        if port == 0:
+            raise OSError(f"cannot listen on {self.path}")
+        server.start()
+        self._server = server
+        self._id = file_id(os.stat(self.path))
+
+    def serving(self) -> bool:
+        """Whether our socket file is still the one we listen on."""
+        if self._server is None:
+            return False
+        try:
+            return file_id(os.stat(self.path)) == self._id
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop(grace=None)
+        if self._id is not None:
+            try:  # remove the socket only if it is still ours
+                if file_id(os.stat(self.path)) == self._id:
+                    os.unlink(self.path)
+            except OSError:
+                pass
+        self._server, self._id = None, None
