@@ -142,6 +142,16 @@ def hex_ids(raw: Any, where: str, width: int) -> tuple[str, ...]:
     return tuple(out)
 
 
+def optional_strings(m: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
+    """:func:`string_list` of ``m[key]``; empty when the selector does not give the key."""
+    return string_list(m[key], f"{where}.{key}") if key in m else ()
+
+
+def optional_hex_ids(m: dict[str, Any], key: str, where: str, width: int) -> tuple[str, ...]:
+    """:func:`hex_ids` of ``m[key]``; empty when the selector does not give the key."""
+    return hex_ids(m[key], f"{where}.{key}", width) if key in m else ()
+
+
 def describe_fields(kind: str, fields: Iterable[tuple[str, str | Sequence[str]]]) -> str:
     """``kind k=v k=a|b`` for a selector's non-empty fields (``--check`` output, logs)."""
     parts = [f"{k}={v if isinstance(v, str) else '|'.join(v)}" for k, v in fields if v]

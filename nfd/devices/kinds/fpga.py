@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from nfd.devices.kinds import describe_fields, hex_ids, mapping, string_list
+from nfd.devices.kinds import describe_fields, mapping, optional_hex_ids, optional_strings
 from nfd.devices.model import ConfigError, DeviceNode, FoundDevice
 from nfd.features import Features
 from nfd.hostfiles import list_dir
@@ -56,8 +56,8 @@ class FpgaKind:
             raise ConfigError(f"{where}.fme: expected true or false")
         return FpgaSelector(
             vendor=vendor,
-            devices=hex_ids(m["device"], f"{where}.device", 4) if "device" in m else (),
-            drivers=string_list(m["driver"], f"{where}.driver") if "driver" in m else (),
+            devices=optional_hex_ids(m, "device", where, 4),
+            drivers=optional_strings(m, "driver", where),
             fme=fme,
         )
 
