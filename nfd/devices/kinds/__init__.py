@@ -13,9 +13,11 @@ To add a kind, implement :class:`DeviceKind` and pass a registry holding it to
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from nfd import hostfiles
 from nfd.devices.model import ConfigError, FoundDevice
 from nfd.features import Features
 from nfd.hostroot import HostRoot
@@ -156,3 +158,21 @@ def describe_fields(kind: str, fields: Iterable[tuple[str, str | Sequence[str]]]
     """``kind k=v k=a|b`` for a selector's non-empty fields (``--check`` output, logs)."""
     parts = [f"{k}={v if isinstance(v, str) else '|'.join(v)}" for k, v in fields if v]
     return " ".join([kind, *parts])
+
+
+# -- helpers for kinds' health -------------------------------------------------------------
+
+
+def pci_problem(host: HostRoot, address: str, driver: str) -> str | None:
+    """Why the PCI device at ``address`` is not usable now (gone from sysfs, or ``driver``
+    no longer bound to it); None when it is. An empty ``driver`` asks for none."""
+    sysdir = host.sys / "bus/pci/devices" / address
+    if not os.path.isdir(sysdir):
+        return "PCI device gone from sysfs"
+    if driver:
+        have = hostfiles.driver_name(sysdir)
+        if have is None:
+            return f"driver {driver} unbound"
+        if have != driver:
+            return f"driver changed from {driver} to {have}"
+    return None

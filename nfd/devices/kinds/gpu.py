@@ -35,8 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nfd import hostfiles
-from nfd.devices.kinds import describe_fields
+from nfd.devices.kinds import describe_fields, pci_problem
 from nfd.devices.kinds.gpu_devices import FIELDS, drm_devices, mig_cap_nodes, nvidia_attributes
 from nfd.devices.kinds.gpu_health import NvmlHealth
 from nfd.devices.kinds.gpu_selector import GpuSelector, parse_selector
@@ -150,13 +149,8 @@ class GpuKind(NvmlHealth):
     # -- health -------------------------------------------------------------------------
     def refresh(self, device: FoundDevice, host: HostRoot) -> FoundDevice | str:
         a = device.attributes
-        if a.get("pci_address") and not os.path.isdir(
-            host.sys / "bus" / "pci" / "devices" / a["pci_address"]
-        ):
-            return "PCI device gone from sysfs"
         if a.get("vendor") != "10de":
-            driver = hostfiles.driver_name(host.sys / "bus" / "pci" / "devices" / a.get("pci_address", ""))
-            if a.get("driver") and driver != a["driver"]:
-                return f"driver {a['driver']} unbound" if driver is None else f"driver changed to {driver}"
-            return device
+            return pci_problem(host, a["pci_address"], a.get("driver", "")) or device
+        if a.get("pci_address") and not os.path.isdir(host.sys / "bus/pci/devices" / a["pci_address"]):
+            return "PCI device gone from sysfs"
         return self._nvidia_health(device)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
 from nfd import hostfiles
-from nfd.devices.kinds import describe_fields, mapping, optional_hex_ids, optional_strings
+from nfd.devices.kinds import describe_fields, mapping, optional_hex_ids, optional_strings, pci_problem
 from nfd.devices.model import ConfigError, FoundDevice, env_name
 from nfd.features import Features
 from nfd.hostroot import HostRoot
@@ -115,14 +114,5 @@ class PciKind:
         return [found[a] for a in sorted(found)]
 
     def refresh(self, device: FoundDevice, host: HostRoot) -> FoundDevice | str:
-        sysdir = host.sys / "bus/pci/devices" / device.attributes["address"]
-        if not os.path.isdir(sysdir):
-            return "PCI device gone from sysfs"
-        want = device.attributes.get("driver", "")
-        if want:
-            have = hostfiles.driver_name(sysdir)
-            if have is None:
-                return f"driver {want} unbound"
-            if have != want:
-                return f"driver changed from {want} to {have}"
-        return device
+        a = device.attributes
+        return pci_problem(host, a["address"], a.get("driver", "")) or device
