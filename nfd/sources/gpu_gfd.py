@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from nfd.config import GpuConfig
     from nfd.features import Features, Instance, Labels
 
-# The gpu source's logger: these lines are its labels' story.
+# Records go out under the gpu source's name: these are its labels.
 log = get_logger("nfd.sources.gpu")
 
 # nvmlDeviceArchitecture_t -> GFD's family names.
