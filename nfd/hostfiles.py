@@ -24,6 +24,10 @@ import stat
 from nfd.chars import printable
 from nfd.lazylog import get_logger
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 log = get_logger("nfd.sources")
 
 PAGE = 8192
@@ -157,6 +161,27 @@ def entries(path: StrPath) -> list[str] | None:
 def list_dir(path: StrPath) -> list[str]:
     """Sorted names in a directory; empty when it is absent."""
     return entries(path) or []
+
+
+def device_dirs(path: StrPath) -> list[str] | None:
+    """The entries of a sysfs directory of devices (``/sys/bus/pci/devices``, ``/sys/block``
+    ...) as paths, in name order; None when the directory is absent."""
+    names = entries(path)
+    if names is None:
+        return None
+    base = os.fspath(path)
+    return [os.path.join(base, n) for n in names]
+
+
+def attrs(device_dir: StrPath, files: Iterable[str]) -> dict[str, str]:
+    """The sysfs attributes ``files`` (paths below ``device_dir``, ``queue/rotational``) that
+    are there, each keyed by its last component."""
+    out: dict[str, str] = {}
+    for file in files:
+        value = attr(os.path.join(device_dir, file))
+        if value is not None:
+            out[os.path.basename(file)] = value
+    return out
 
 
 def link_name(path: StrPath) -> str | None:

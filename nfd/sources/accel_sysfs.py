@@ -1,5 +1,5 @@
-"""sysfs facts about PCI accelerators (GPUs, FPGAs), shared by the gpu and fpga sources
-and the GPU device kind."""
+"""What the accelerator sources (gpu, fpga) and their device kinds share: sysfs facts
+about PCI functions, and the ``.present``/``.count`` labels of a group of devices."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from nfd.record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
+    from nfd.features import Labels
     from nfd.hostroot import HostRoot
 
 
@@ -143,3 +144,8 @@ def pci_functions(
         if wanted:
             out.append(_function(address, d, ident))
     return out
+
+
+def presence_labels(name: str, count: int) -> Labels:
+    """``<name>.present`` and ``<name>.count`` for ``count`` devices; none for none."""
+    return {f"{name}.present": "true", f"{name}.count": str(count)} if count else {}

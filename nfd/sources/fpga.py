@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from nfd.features import Features
 from nfd.hostfiles import exists, link_name, list_dir, read_line
-from nfd.sources.accel_sysfs import pci_functions
+from nfd.sources.accel_sysfs import pci_functions, presence_labels
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
 if TYPE_CHECKING:
@@ -98,14 +98,10 @@ class FpgaSource:
     def labels(self, features: Features, config: SourcesConfig) -> Labels:
         out: Labels = {}
         devices = features.instances.get("fpga.device", [])
-        if devices:
-            out["device.present"] = "true"
-            out["device.count"] = str(len(devices))
-            vendors = [d.get("fpga_vendor", "") for d in devices]
-            for vendor in sorted(set(vendors)):
-                if vendor:
-                    out[f"{vendor}.present"] = "true"
-                    out[f"{vendor}.count"] = str(vendors.count(vendor))
+        out.update(presence_labels("device", len(devices)))
+        vendors = [d.get("fpga_vendor", "") for d in devices]
+        for vendor in sorted(set(vendors) - {""}):
+            out.update(presence_labels(vendor, vendors.count(vendor)))
         if features.instances.get("fpga.region"):
             out["region.present"] = "true"
         if features.instances.get("fpga.dfl"):

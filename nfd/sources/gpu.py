@@ -12,83 +12,35 @@ Raw features (all in the ``gpu`` domain):
 - ``gpu.machine`` (attributes): the DMI product name (GFD's ``gpu.machine``).
 
 Labels: NVIDIA's GPU feature discovery names (``nvidia.com/gpu.product`` ...) computed the
-way it computes them, plus ``gpu-nvidia.*``, ``gpu-amd.*`` and ``gpu-intel.*`` in the
-feature namespace. docs/accelerators.md is the reference.
+way it computes them (:mod:`nfd.sources.gpu_gfd`), plus ``gpu-nvidia.*``, ``gpu-amd.*``
+and ``gpu-intel.*`` in the feature namespace (the DRM cards: :mod:`nfd.sources.gpu_drm`).
+docs/accelerators.md is the reference.
 """
 
 from __future__ import annotations
 
-from nfd.chars import ALNUM, keep_only
 from nfd.features import Features
-from nfd.hostfiles import link_name, list_dir, read_line
+from nfd.hostfiles import read_line
 from nfd.lazylog import get_logger
-from nfd.sources.accel_sysfs import hex_id, numa_node, pci_functions
+from nfd.sources.accel_sysfs import numa_node, pci_functions, presence_labels
+from nfd.sources.gpu_drm import drm_cards, drm_labels
+from nfd.sources.gpu_gfd import NVML_ARCHITECTURES, family, gfd_labels, sanitise
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable
 
     from nfd.config import GpuConfig, SourcesConfig
     from nfd.features import Instance, Labels
-    from nfd.hostroot import HostPath, HostRoot
+    from nfd.hostroot import HostRoot
     from nfd.sources.accel_sysfs import PciFunction
     from nfd.sources.nvml import GpuInfo, Nvml, NvmlSnapshot
 
 log = get_logger(__name__)
 
 NVIDIA = "10de"
-AMD = "1002"
-INTEL = "8086"
 # PCI classes that are GPUs: VGA, 3D controller, other display controller.
 GPU_CLASSES = ("0300", "0302", "0380")
-# AMD's Instinct MI300 parts are "processing accelerators" (class 1200).
-AMD_GPU_CLASSES = (*GPU_CLASSES, "1200")
-AMD_DRIVERS = frozenset({"amdgpu"})
-INTEL_DRIVERS = frozenset({"i915", "xe"})
-
-# nvmlDeviceArchitecture_t -> GFD's family names.
-NVML_ARCHITECTURES: dict[int, str] = {
-    2: "kepler",
-    3: "maxwell",
-    4: "pascal",
-    5: "volta",
-    6: "turing",
-    7: "ampere",
-    8: "ada-lovelace",
-    9: "hopper",
-    10: "blackwell",
-}
-
-
-def family(major: int, minor: int) -> str:
-    """GFD's architecture family for a CUDA compute capability."""
-    if major == 7:
-        return "volta" if minor < 5 else "turing"
-    if major == 8:
-        return "ampere" if minor < 9 else "ada-lovelace"
-    return {
-        1: "tesla",
-        2: "fermi",
-        3: "kepler",
-        5: "maxwell",
-        6: "pascal",
-        9: "hopper",
-        10: "blackwell",
-        12: "blackwell",
-    }.get(major, "undefined")
-
-
-def sanitise(part: str) -> str:
-    """GFD's product-name cleaning: drop characters other than letters, digits, ``-_.``
-    and space, then join the words with ``-`` ("NVIDIA H100 80GB HBM3" ->
-    "NVIDIA-H100-80GB-HBM3")."""
-    return "-".join(keep_only(part, ALNUM + "-_. ").split())
-
-
-def _label_value(text: str) -> str:
-    """Make a free-form value a valid label value (63 characters, alphanumeric ends)."""
-    v = keep_only(text.replace(" ", "-"), ALNUM + "-_.")[:63]
-    return v.strip("-_.")
 
 
 # -- discovery ---------------------------------------------------------------------------
@@ -104,13 +56,6 @@ class GpuSource:
         # The last NVML failure reported, so that a worker re-discovering every minute
         # logs a missing driver once, not every pass.
         self._reported: str | None = None
-
-    def _adapter(self) -> Nvml:
-        if self.nvml is not None:
-            return self.nvml()
-        from nfd.sources.nvml import PynvmlAdapter
-
-        return PynvmlAdapter()
 
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
         pci = pci_functions(host, classes=GPU_CLASSES)
@@ -144,9 +89,9 @@ class GpuSource:
         # discovery fast on the many nodes without one.
         if not config.nvml or not expected:
             return None, ""
-        from nfd.sources.nvml import NvmlError, NvmlUnavailable
+        from nfd.sources.nvml import NvmlError, NvmlUnavailable, open_adapter
 
-        adapter = self._adapter()
+        adapter = open_adapter(self.nvml)
         try:
             snap = adapter.snapshot()
         except (NvmlUnavailable, NvmlError) as e:
@@ -173,23 +118,12 @@ class GpuSource:
         out: Labels = {}
         gpus = features.instances.get("gpu.nvidia", [])
         if gpus:
-            out["nvidia.present"] = "true"
-            out["nvidia.count"] = str(len(gpus))
+            out.update(presence_labels("nvidia", len(gpus)))
             out["nvidia.com/gpu.present"] = "true"
             driver = features.attributes.get("gpu.nvidia_driver", {})
             if driver.get("nvml") == "true":
                 out.update(gfd_labels(features, config.gpu))
-        cards = features.instances.get("gpu.drm", [])
-        out.update(
-            _drm_vendor_labels(
-                "amd", [c for c in cards if c.get("vendor") == AMD and c.get("driver") in AMD_DRIVERS]
-            )
-        )
-        out.update(
-            _drm_vendor_labels(
-                "intel", [c for c in cards if c.get("vendor") == INTEL and c.get("driver") in INTEL_DRIVERS]
-            )
-        )
+        out.update(drm_labels(features.instances.get("gpu.drm", [])))
         return out
 
 
@@ -278,247 +212,4 @@ def _gpu_attributes(g: GpuInfo) -> dict[str, str]:
     if g.architecture is not None:
         out["architecture"] = NVML_ARCHITECTURES.get(g.architecture, "unknown")
         out.setdefault("family", NVML_ARCHITECTURES.get(g.architecture, "undefined"))
-    return out
-
-
-def drm_cards(host: HostRoot) -> list[Instance]:
-    """Every ``/sys/class/drm/cardN`` (not its connectors) with its PCI identity."""
-    drm = host.sys / "class" / "drm"
-    out: list[Instance] = []
-    names = [n for n in list_dir(drm) if n.startswith("card") and n[4:].isdecimal()]
-    for name in sorted(names, key=lambda n: int(n[4:])):
-        card = drm / name
-        dev = card / "device"
-        inst: Instance = {"card": name, "card_node": f"/dev/dri/{name}"}
-        address = link_name(dev)
-        if address:
-            inst["pci_address"] = address
-        for key, width in (("vendor", 4), ("device", 4), ("subsystem_vendor", 4), ("subsystem_device", 4)):
-            v = hex_id(read_line(dev / key), width)
-            if v:
-                inst[key] = v
-        cls = hex_id(read_line(dev / "class"), 6)
-        if cls:
-            inst["class"] = cls[:4]
-        driver = link_name(dev / "driver")
-        if driver:
-            inst["driver"] = driver
-        renders = [n for n in list_dir(dev / "drm") if n.startswith("renderD")]
-        if renders:
-            inst["render_node"] = f"/dev/dri/{renders[0]}"
-        raw_node = read_line(dev / "numa_node")
-        if raw_node is not None and raw_node.lstrip("-").isdigit() and int(raw_node) >= 0:
-            inst["numa_node"] = raw_node
-        memory = _drm_memory_bytes(card, dev)
-        if memory is not None:
-            inst["memory"] = str(memory // (1024 * 1024))
-        out.append(inst)
-    return out
-
-
-def _drm_memory_bytes(card: HostPath, dev: HostPath) -> int | None:
-    """Device-local memory as sysfs shows it: amdgpu's ``mem_info_vram_total``; for Intel
-    ``lmem_total_bytes`` (i915 builds that have it) or the sum of xe's per-tile
-    ``physical_vram_size_bytes``. None when the driver does not say."""
-    card_p, dev_p = card, dev
-    for path in (dev_p / "mem_info_vram_total", card_p / "lmem_total_bytes", dev_p / "lmem_total_bytes"):
-        v = _int(read_line(path))
-        if v is not None:
-            return v
-    tiles = [
-        _int(read_line(dev_p / t / "physical_vram_size_bytes"))
-        for t in list_dir(dev_p)
-        if t.startswith("tile")
-    ]
-    sizes = [t for t in tiles if t is not None]
-    return sum(sizes) if sizes else None
-
-
-def _int(text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        return int(text, 0)
-    except ValueError:
-        return None
-
-
-def _drm_vendor_labels(vendor: str, cards: list[Instance]) -> Labels:
-    if not cards:
-        return {}
-    out = {f"{vendor}.present": "true", f"{vendor}.count": str(len(cards))}
-    memories = {c.get("memory") for c in cards}
-    if len(memories) == 1 and None not in memories:
-        out[f"{vendor}.memory"] = str(memories.pop())
-    return out
-
-
-# -- GFD's labels ------------------------------------------------------------------------
-
-_NS = "nvidia.com/"
-
-
-def gfd_labels(features: Features, config: GpuConfig) -> Labels:
-    """The labels NVIDIA's GPU feature discovery would write, from the raw features."""
-    gpus = [g for g in features.instances.get("gpu.nvidia", []) if "uuid" in g]
-    if not gpus:
-        return {}
-    driver = features.attributes.get("gpu.nvidia_driver", {})
-    migs = features.instances.get("gpu.nvidia_mig", [])
-    out: Labels = {}
-
-    machine = features.attributes.get("gpu.machine", {}).get("product_name", "")
-    out[_NS + "gpu.machine"] = _label_value(machine) or "unknown"
-
-    # Versions: "cuda.driver-version" is the kernel driver's, "cuda.runtime-version" the
-    # CUDA version that driver supports (GFD's naming).
-    full = driver.get("driver_version", "")
-    rev = driver.get("driver_revision", "")
-    versions = {
-        "cuda.driver-version.major": driver.get("driver_major", ""),
-        "cuda.driver-version.minor": driver.get("driver_minor", ""),
-        "cuda.driver-version.revision": rev,
-        "cuda.driver-version.full": full,
-        "cuda.runtime-version.major": driver.get("cuda_major", ""),
-        "cuda.runtime-version.minor": driver.get("cuda_minor", ""),
-        "cuda.runtime-version.full": driver.get("cuda_driver_version", ""),
-        # GFD still writes its older names too.
-        "cuda.driver.major": driver.get("driver_major", ""),
-        "cuda.driver.minor": driver.get("driver_minor", ""),
-        "cuda.driver.rev": rev,
-        "cuda.runtime.major": driver.get("cuda_major", ""),
-        "cuda.runtime.minor": driver.get("cuda_minor", ""),
-    }
-    out.update({_NS + k: v for k, v in versions.items() if v})
-
-    out[_NS + "mig.capable"] = str(any(g.get("mig_capable") == "true" for g in gpus)).lower()
-    out[_NS + "mps.capable"] = "false"
-    classes = {g.get("class") for g in gpus}
-    out[_NS + "gpu.mode"] = (
-        "graphics" if classes == {"0300"} else "compute" if classes == {"0302"} else "unknown"
-    )
-
-    # Full-GPU labels: GFD labels each model; with several models on one node the one
-    # with most GPUs wins here (GFD's pick is arbitrary). GPUs without MIG override
-    # MIG-enabled ones, as in GFD.
-    mig_on = [g for g in gpus if g.get("mig_enabled") == "true"]
-    full_gpus = [g for g in gpus if g.get("mig_enabled") != "true"]
-    if mig_on:
-        out.update(_full_gpu_labels(mig_on, gpus, replicas=0))
-    if full_gpus:
-        out.update(_full_gpu_labels(full_gpus, gpus, replicas=config.replicas))
-
-    if config.mig_strategy != "none":
-        out[_NS + "mig.strategy"] = config.mig_strategy
-        if config.mig_strategy == "single":
-            out.update(_mig_single(mig_on, full_gpus, migs, config.replicas))
-        else:
-            out.update(_mig_mixed(migs, config.replicas))
-    return out
-
-
-def _most_common_model(gpus: list[Instance]) -> tuple[str, list[Instance]]:
-    names = [g.get("name", "") for g in gpus]
-    top = max(names.count(n) for n in names)
-    # Ties go to the model of the lowest-indexed GPU: gpus are in NVML index order.
-    name = next(n for n in names if names.count(n) == top)
-    return name, [g for g in gpus if g.get("name", "") == name]
-
-
-def _resource_labels(resource: str, *, count: int, replicas: int, parts: Iterable[str]) -> Labels:
-    shared = replicas > 1
-    product_parts = [sanitise(p) for p in parts if p]
-    if shared:
-        product_parts.append("SHARED")
-    out = {
-        f"{resource}.count": str(count),
-        f"{resource}.replicas": str(replicas),
-        f"{resource}.sharing-strategy": "time-slicing" if shared else "none",
-    }
-    if product_parts:
-        out[f"{resource}.product"] = "-".join(product_parts)
-    return out
-
-
-def _full_gpu_labels(group: list[Instance], every: list[Instance], *, replicas: int) -> Labels:
-    name, same = _most_common_model(group)
-    if len({g.get("name") for g in every}) > 1:
-        log.debug("several GPU models on this node; labels describe %s", name)
-    first = same[0]
-    res = _NS + "gpu"
-    # GFD counts every GPU of the model, with MIG on or off.
-    count = sum(1 for g in every if g.get("name", "") == name)
-    out = _resource_labels(res, count=count, replicas=replicas, parts=[name])
-    if first.get("memory", "0") != "0":
-        out[f"{res}.memory"] = first["memory"]
-    if "compute_major" in first and first["compute_major"] != "0":
-        out[f"{res}.family"] = first.get("family", "undefined")
-        out[f"{res}.compute.major"] = first["compute_major"]
-        out[f"{res}.compute.minor"] = first["compute_minor"]
-    return out
-
-
-_MIG_ATTRIBUTES = (
-    ("memory", "memory"),
-    ("multiprocessors", "multiprocessors"),
-    ("slices.gi", "gi_slices"),
-    ("slices.ci", "ci_slices"),
-    ("engines.copy", "copy_engines"),
-    ("engines.decoder", "decoders"),
-    ("engines.encoder", "encoders"),
-    ("engines.jpeg", "jpegs"),
-    ("engines.ofa", "ofas"),
-)
-
-
-def _mig_resource(resource: str, migs: list[Instance], replicas: int) -> Labels:
-    first = migs[0]
-    out = _resource_labels(
-        resource,
-        count=len(migs),
-        replicas=replicas,
-        parts=[first.get("parent_name", ""), "MIG", first.get("profile", "")],
-    )
-    for label, key in _MIG_ATTRIBUTES:
-        if key in first:
-            out[f"{resource}.{label}"] = first[key]
-    return out
-
-
-def _mig_single(
-    mig_on: list[Instance], full_gpus: list[Instance], migs: list[Instance], replicas: int
-) -> Labels:
-    if not mig_on:
-        return {}  # no MIG-enabled GPU: the same as strategy none
-    on_uuids = {g["uuid"] for g in mig_on}
-    with_migs = {m.get("parent_uuid") for m in migs}
-    profiles = {m.get("profile") for m in migs if m.get("parent_uuid") in on_uuids}
-    reason = ""
-    if on_uuids - with_migs:
-        reason = "at least one MIG-enabled GPU has no MIG devices"
-    elif full_gpus:
-        reason = "GPUs with MIG enabled and disabled on one node"
-    elif len(profiles) != 1:
-        reason = "more than one MIG profile on the node"
-    if reason:
-        log.warning("mig-strategy single does not fit this node: %s", reason)
-        res = _NS + "gpu"
-        return {
-            f"{res}.product": "-".join([sanitise(mig_on[0].get("name", "")), "MIG", "INVALID"]),
-            f"{res}.count": "0",
-            f"{res}.replicas": "0",
-            f"{res}.memory": "0",
-        }
-    return _mig_resource(_NS + "gpu", migs, replicas)
-
-
-def _mig_mixed(migs: list[Instance], replicas: int) -> Labels:
-    by_profile: dict[str, list[Instance]] = {}
-    for m in migs:
-        by_profile.setdefault(m.get("profile", ""), []).append(m)
-    out: Labels = {}
-    for profile, group in sorted(by_profile.items()):
-        if profile:
-            # "+" (in "1g.10gb+me") cannot be part of a label name: it becomes ".".
-            out.update(_mig_resource(f"{_NS}mig-{profile.replace('+', '.')}", group, replicas))
     return out

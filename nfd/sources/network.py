@@ -29,13 +29,6 @@ _COMMON_ATTRS = ("operstate", "speed", "mtu")
 _DEVICE_ATTRS = ("device/sriov_numvfs", "device/sriov_totalvfs")
 
 
-def _copy_attrs(path: str, files: tuple[str, ...], inst: Instance) -> None:
-    for file in files:
-        value = hostfiles.attr(os.path.join(path, file))
-        if value is not None:
-            inst[os.path.basename(file)] = value
-
-
 def _rdma(dev: str, inst: Instance) -> None:
     ib = hostfiles.entries(os.path.join(dev, "infiniband"))
     if not ib:
@@ -52,9 +45,9 @@ def read_interface(path: str) -> tuple[bool, Instance]:
     inst: Instance = {"name": os.path.basename(path)}
     dev = os.path.join(path, "device")
     physical = os.path.exists(dev)
-    _copy_attrs(path, _COMMON_ATTRS, inst)
+    inst.update(hostfiles.attrs(path, _COMMON_ATTRS))
     if physical:
-        _copy_attrs(path, _DEVICE_ATTRS, inst)
+        inst.update(hostfiles.attrs(path, _DEVICE_ATTRS))
         driver = hostfiles.link_name(os.path.join(dev, "driver"))
         if driver:
             inst["driver"] = driver
@@ -67,16 +60,15 @@ class NetworkSource:
 
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
         f = Features()
-        base = str(host.sys / "class/net")
-        names = hostfiles.entries(base)
-        if names is None:
+        paths = hostfiles.device_dirs(host.sys / "class/net")
+        if paths is None:
             return f
         devices: list[Instance] = []
         virtual: list[Instance] = []
-        for name in names:
-            if name == "bonding_masters":  # a control file, not an interface
+        for path in paths:
+            if os.path.basename(path) == "bonding_masters":  # a control file, not an interface
                 continue
-            physical, inst = read_interface(os.path.join(base, name))
+            physical, inst = read_interface(path)
             (devices if physical else virtual).append(inst)
         f.instances["network.device"] = devices
         f.instances["network.virtual"] = virtual

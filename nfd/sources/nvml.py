@@ -1,12 +1,12 @@
-"""NVML through a small adapter.
+"""NVML as nfd sees it: the :class:`Nvml` protocol and the plain data it answers with.
 
 The GPU source and the GPU device kind need a handful of NVML calls. They go through the
 :class:`Nvml` protocol so that tests (and machines without a GPU) can use
-:class:`nfd.sources.nvml_fake.FakeNvml`. :class:`PynvmlAdapter` is the real thing: it is
-the only code in nfd that imports ``pynvml`` (PyPI ``nvidia-ml-py``), and it does so
-lazily, the first time NVML is needed, so importing this module costs nothing.
+:class:`nfd.sources.nvml_fake.FakeNvml`; :func:`open_adapter` gives the real one,
+:class:`nfd.sources.nvml_pynvml.PynvmlAdapter`, importing it (and through it ``pynvml``)
+only when NVML is needed, so importing this module costs nothing.
 
-Everything the adapter returns is plain data (frozen dataclasses), read in one go, so the
+Everything an adapter returns is plain data (frozen records), read in one go, so the
 callers never hold NVML handles.
 """
 
@@ -18,20 +18,13 @@ from nfd.record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-    from typing import Any, Protocol
+    from collections.abc import Callable, Iterable
+    from typing import Protocol
 else:
     Protocol = object  # only the type checker needs the protocol to be one
 
 # NVML's "no instance" value for GPU/compute instance ids in events on full GPUs.
 NO_INSTANCE = 0xFFFFFFFF
-
-# NVML error codes we act on (nvml.h; stable across releases).
-_ERR_NOT_SUPPORTED = 3
-_ERR_NOT_FOUND = 6
-_ERR_INVALID_ARGUMENT = 2
-_ERR_TIMEOUT = 10
-_ERR_FUNCTION_NOT_FOUND = 13
 
 # NVML event type bits (nvml.h).
 EVENT_SINGLE_BIT_ECC = 0x1
@@ -137,6 +130,15 @@ class Nvml(Protocol):
         ...
 
 
+def open_adapter(factory: Callable[[], Nvml] | None) -> Nvml:
+    """The adapter ``factory`` makes (tests hand in a fake), else the real one (pynvml)."""
+    if factory is not None:
+        return factory()
+    from nfd.sources.nvml_pynvml import PynvmlAdapter
+
+    return PynvmlAdapter()
+
+
 # -- pure helpers -----------------------------------------------------------------------
 
 
@@ -189,219 +191,3 @@ def mig_profile(
     if ci_slices == gi_slices:
         return f"{gi_slices}g.{mem_gb}gb{suffix}"
     return f"{ci_slices}c.{gi_slices}g.{mem_gb}gb{suffix}"
-
-
-# -- the real adapter -------------------------------------------------------------------
-
-
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
-
-class PynvmlAdapter:
-    """NVML through ``pynvml``. ``module`` is for tests that hand in a stand-in module with
-    pynvml's functions; by default ``pynvml`` is imported on first use."""
-
-    def __init__(self, module: Any = None) -> None:
-        self.module = module
-        self._nv: Any = None
-        self._events: Any = None
-
-    # -- lifecycle ----------------------------------------------------------------------
-    def _open(self) -> Any:
-        if self._nv is not None:
-            return self._nv
-        nv = self.module
-        if nv is None:
-            try:
-                import pynvml  # the only import of pynvml in nfd
-            except ImportError:
-                raise NvmlUnavailable("the NVML binding (nvidia-ml-py) is not installed") from None
-            nv = pynvml
-        try:
-            nv.nvmlInit()
-        except nv.NVMLError as e:
-            raise NvmlUnavailable(f"NVML cannot start: {_err(e)}") from None
-        except OSError as e:  # a broken libnvidia-ml.so
-            raise NvmlUnavailable(f"NVML cannot start: {e}") from None
-        self._nv = nv
-        return nv
-
-    def close(self) -> None:
-        nv, self._nv = self._nv, None
-        if nv is None:
-            return
-        events, self._events = self._events, None
-        try:
-            if events is not None:
-                nv.nvmlEventSetFree(events)
-        except nv.NVMLError:
-            pass
-        try:
-            nv.nvmlShutdown()
-        except nv.NVMLError:
-            pass
-
-    # -- reading ------------------------------------------------------------------------
-    def snapshot(self) -> NvmlSnapshot:
-        nv = self._open()
-        try:
-            driver = _text(nv.nvmlSystemGetDriverVersion())
-            cuda = int(nv.nvmlSystemGetCudaDriverVersion())
-            count = int(nv.nvmlDeviceGetCount())
-            gpus = tuple(self._gpu(nv, i) for i in range(count))
-        except nv.NVMLError as e:
-            raise NvmlError(_err(e)) from None
-        return NvmlSnapshot(driver_version=driver, cuda_driver_version=cuda, gpus=gpus)
-
-    def _gpu(self, nv: Any, index: int) -> GpuInfo:
-        h = nv.nvmlDeviceGetHandleByIndex(index)
-        pci = nv.nvmlDeviceGetPciInfo(h)
-        memory = int(nv.nvmlDeviceGetMemoryInfo(h).total)
-        compute = _optional(nv, lambda: tuple(int(x) for x in nv.nvmlDeviceGetCudaComputeCapability(h)))
-        arch = _optional(nv, lambda: int(nv.nvmlDeviceGetArchitecture(h)))
-        minor = _optional(nv, lambda: int(nv.nvmlDeviceGetMinorNumber(h)))
-        mig_capable, mig_enabled = False, False
-        mode = _optional(nv, lambda: nv.nvmlDeviceGetMigMode(h))
-        if mode is not None:
-            mig_capable, mig_enabled = True, int(mode[0]) == 1
-        migs = self._migs(nv, h, memory) if mig_enabled else ()
-        return GpuInfo(
-            index=index,
-            uuid=_text(nv.nvmlDeviceGetUUID(h)),
-            name=_text(nv.nvmlDeviceGetName(h)),
-            memory_bytes=memory,
-            pci_bus_id=_text(pci.busId),
-            pci_device_id=int(getattr(pci, "pciDeviceId", 0)),
-            minor=index if minor is None else minor,
-            compute=(compute[0], compute[1]) if compute and len(compute) == 2 else None,
-            architecture=arch,
-            mig_capable=mig_capable,
-            mig_enabled=mig_enabled,
-            mig_devices=migs,
-        )
-
-    def _suffixes(self, nv: Any, h: Any) -> dict[int, str]:
-        """GPU-instance profile id on this GPU -> the attribute its name carries."""
-        out: dict[int, str] = {}
-        for kind, suffix in GI_PROFILE_SUFFIXES.items():
-            try:
-                out[int(nv.nvmlDeviceGetGpuInstanceProfileInfo(h, kind).id)] = suffix
-            except nv.NVMLError:
-                continue  # a profile this GPU does not have
-        return out
-
-    def _suffix(self, nv: Any, h: Any, gi: int, suffixes: dict[int, str]) -> str:
-        if not suffixes:
-            return ""
-        try:
-            info = nv.nvmlGpuInstanceGetInfo(nv.nvmlDeviceGetGpuInstanceById(h, gi))
-        except nv.NVMLError:
-            return ""  # e.g. not privileged to look at GPU instances: plain name
-        return suffixes.get(int(info.profileId), "")
-
-    def _migs(self, nv: Any, h: Any, parent_memory: int) -> tuple[MigDeviceInfo, ...]:
-        out: list[MigDeviceInfo] = []
-        suffixes = self._suffixes(nv, h)
-        for slot in range(int(nv.nvmlDeviceGetMaxMigDeviceCount(h))):
-            try:
-                m = nv.nvmlDeviceGetMigDeviceHandleByIndex(h, slot)
-            except nv.NVMLError as e:
-                if _code(e) in (_ERR_NOT_FOUND, _ERR_INVALID_ARGUMENT):
-                    continue  # an empty slot
-                raise
-            a = nv.nvmlDeviceGetAttributes(m)
-            gi_slices, ci_slices = int(a.gpuInstanceSliceCount), int(a.computeInstanceSliceCount)
-            memory_mib = int(a.memorySizeMB)
-            gi = int(nv.nvmlDeviceGetGpuInstanceId(m))
-            out.append(
-                MigDeviceInfo(
-                    index=slot,
-                    uuid=_text(nv.nvmlDeviceGetUUID(m)),
-                    gpu_instance_id=gi,
-                    compute_instance_id=int(nv.nvmlDeviceGetComputeInstanceId(m)),
-                    gi_slices=gi_slices,
-                    ci_slices=ci_slices,
-                    memory_mib=memory_mib,
-                    multiprocessors=int(a.multiprocessorCount),
-                    copy_engines=int(a.sharedCopyEngineCount),
-                    decoders=int(a.sharedDecoderCount),
-                    encoders=int(a.sharedEncoderCount),
-                    jpegs=int(a.sharedJpegCount),
-                    ofas=int(a.sharedOfaCount),
-                    profile=mig_profile(
-                        gi_slices=gi_slices,
-                        ci_slices=ci_slices,
-                        memory_mib=memory_mib,
-                        parent_memory_bytes=parent_memory,
-                        suffix=self._suffix(nv, h, gi, suffixes),
-                    ),
-                )
-            )
-        return tuple(out)
-
-    # -- health ---------------------------------------------------------------------------
-    def check(self, uuid: str) -> str | None:
-        nv = self._open()
-        try:
-            h = nv.nvmlDeviceGetHandleByUUID(uuid)
-            nv.nvmlDeviceGetMemoryInfo(h)
-        except nv.NVMLError as e:
-            return _err(e)
-        return None
-
-    def watch(self, uuids: Iterable[str]) -> None:
-        nv = self._open()
-        try:
-            if self._events is None:
-                self._events = nv.nvmlEventSetCreate()
-            for uuid in uuids:
-                h = nv.nvmlDeviceGetHandleByUUID(uuid)
-                wanted = EVENT_XID_CRITICAL | EVENT_DOUBLE_BIT_ECC | EVENT_SINGLE_BIT_ECC
-                supported = int(nv.nvmlDeviceGetSupportedEventTypes(h))
-                nv.nvmlDeviceRegisterEvents(h, wanted & supported, self._events)
-        except nv.NVMLError as e:
-            raise NvmlError(_err(e)) from None
-
-    def wait_event(self, timeout_s: float) -> XidEvent | None:
-        nv = self._open()
-        if self._events is None:
-            return None
-        try:
-            data = nv.nvmlEventSetWait_v2(self._events, max(0, int(timeout_s * 1000)))
-        except nv.NVMLError as e:
-            if _code(e) == _ERR_TIMEOUT:
-                return None
-            raise NvmlError(_err(e)) from None
-        if int(data.eventType) != EVENT_XID_CRITICAL:
-            return None
-        try:
-            uuid = _text(nv.nvmlDeviceGetUUID(data.device))
-        except nv.NVMLError as e:
-            raise NvmlError(f"event for an unknown device: {_err(e)}") from None
-        return XidEvent(
-            uuid=uuid,
-            xid=int(data.eventData),
-            gpu_instance_id=int(data.gpuInstanceId),
-            compute_instance_id=int(data.computeInstanceId),
-        )
-
-
-def _code(e: BaseException) -> int | None:
-    value = getattr(e, "value", None)
-    return value if isinstance(value, int) else None
-
-
-def _err(e: BaseException) -> str:
-    text = str(e).strip()
-    return text or f"NVML error {_code(e)}"
-
-
-def _optional(nv: Any, call: Any) -> Any:
-    """A call that some GPUs or drivers do not support: None instead of an error."""
-    try:
-        return call()
-    except nv.NVMLError as e:
-        if _code(e) in (_ERR_NOT_SUPPORTED, _ERR_FUNCTION_NOT_FOUND, _ERR_INVALID_ARGUMENT):
-            return None
-        raise

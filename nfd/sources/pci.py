@@ -93,12 +93,10 @@ class PciSource:
 
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
         f = Features()
-        base = str(host.sys / "bus/pci/devices")
-        names = hostfiles.entries(base)
-        if names is None:
+        paths = hostfiles.device_dirs(host.sys / "bus/pci/devices")
+        if paths is None:
             return f
-        devices = [d for n in names if (d := read_device(os.path.join(base, n))) is not None]
-        f.instances["pci.device"] = devices
+        f.instances["pci.device"] = [d for p in paths if (d := read_device(p)) is not None]
         return f
 
     def labels(self, features: Features, config: SourcesConfig) -> Labels:

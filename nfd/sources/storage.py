@@ -14,19 +14,11 @@ from nfd.config import SourcesConfig
 from nfd.features import Features, Instance, Labels
 from nfd.hostroot import HostRoot
 
-_QUEUE_ATTRS = ("dax", "rotational", "nr_zones", "zoned")
+_ATTRS = ("queue/dax", "queue/rotational", "queue/nr_zones", "queue/zoned", "size")
 
 
 def read_block(path: str) -> Instance:
-    inst: Instance = {"name": os.path.basename(path)}
-    for name in _QUEUE_ATTRS:
-        value = hostfiles.attr(os.path.join(path, "queue", name))
-        if value is not None:
-            inst[name] = value
-    size = hostfiles.attr(os.path.join(path, "size"))
-    if size is not None:
-        inst["size"] = size
-    return inst
+    return {"name": os.path.basename(path), **hostfiles.attrs(path, _ATTRS)}
 
 
 class StorageSource:
@@ -34,11 +26,10 @@ class StorageSource:
 
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
         f = Features()
-        base = str(host.sys / "block")
-        names = hostfiles.entries(base)
-        if names is None:
+        paths = hostfiles.device_dirs(host.sys / "block")
+        if paths is None:
             return f
-        f.instances["storage.block"] = [read_block(os.path.join(base, n)) for n in names]
+        f.instances["storage.block"] = [read_block(p) for p in paths]
         return f
 
     def labels(self, features: Features, config: SourcesConfig) -> Labels:

@@ -51,10 +51,8 @@ class UsbSource:
 
     def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
         f = Features()
-        base = str(host.sys / "bus/usb/devices")
         devices: list[Instance] = []
-        for name in hostfiles.entries(base) or ():
-            path = os.path.join(base, name)
+        for path in hostfiles.device_dirs(host.sys / "bus/usb/devices") or ():
             if os.path.exists(os.path.join(path, "idProduct")):
                 devices.extend(read_device(path))
         f.instances["usb.device"] = devices

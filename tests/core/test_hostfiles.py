@@ -23,6 +23,22 @@ def finishes(fn, *args, within=5.0):
     return out[0]
 
 
+def test_device_dirs_are_paths_in_name_order_and_none_when_absent(tmp_path: Path) -> None:
+    for name in ("sdb", "nvme0n1", "sda"):
+        (tmp_path / "block" / name).mkdir(parents=True)
+    base = tmp_path / "block"
+    assert hostfiles.device_dirs(base) == [f"{base}/nvme0n1", f"{base}/sda", f"{base}/sdb"]
+    assert hostfiles.device_dirs(tmp_path / "absent") is None
+
+
+def test_attrs_keeps_what_is_there_by_its_last_component(tmp_path: Path) -> None:
+    (tmp_path / "queue").mkdir()
+    (tmp_path / "queue" / "rotational").write_text("0\n")
+    (tmp_path / "size").write_text("")
+    got = hostfiles.attrs(tmp_path, ("queue/dax", "queue/rotational", "size"))
+    assert got == {"rotational": "0", "size": ""}
+
+
 @pytest.mark.parametrize(
     "read", [hostfiles.read_bytes, hostfiles.read_text, hostfiles.read_line, hostfiles.attr]
 )

@@ -58,9 +58,16 @@ def test_alveo_user_function_and_templates(tmp_path: Path) -> None:
     edits = u250.allocate(["0000:af:00.1"])
     assert [n.host_path for n in edits.devices] == ["/dev/dri/renderD129"]
     assert edits.envs == {"XILINX_DEVICE": "0000:af:00.1"}
-    (root / "sys/bus/pci/devices/0000:af:00.1/driver").unlink()
+    driver = root / "sys/bus/pci/devices/0000:af:00.1/driver"
+    driver.unlink()
     u250.refresh()
     assert u250.reasons() == ["driver xocl unbound"]
+    driver.symlink_to("../../../../bus/pci/drivers/vfio-pci")
+    u250.refresh()
+    assert u250.reasons() == ["driver changed from xocl to vfio-pci"]
+    shutil.rmtree(root / "sys/bus/pci/devices/0000:af:00.1")
+    u250.refresh()
+    assert u250.reasons() == ["PCI device gone from sysfs"]
 
 
 def test_the_amd_gpu_next_to_it_is_not_an_fpga() -> None:

@@ -16,9 +16,11 @@ from nfd.hostroot import HostRoot
 from nfd.labels import node_labels
 from nfd.record import replace
 from nfd.sources import default_registry
-from nfd.sources.gpu import GpuSource, family, sanitise
-from nfd.sources.nvml import NvmlError, NvmlSnapshot, NvmlUnavailable, PynvmlAdapter
+from nfd.sources.gpu import GpuSource
+from nfd.sources.gpu_gfd import family, sanitise
+from nfd.sources.nvml import NvmlError, NvmlSnapshot, NvmlUnavailable
 from nfd.sources.nvml_fake import FakeNvml, a100_mig, h100x8, t4
+from nfd.sources.nvml_pynvml import PynvmlAdapter
 
 HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
 REPO = Path(__file__).resolve().parents[2]

@@ -18,11 +18,11 @@ from nfd.sources.nvml import (
     NO_INSTANCE,
     NvmlError,
     NvmlUnavailable,
-    PynvmlAdapter,
     XidEvent,
     mig_profile,
     sysfs_pci_address,
 )
+from nfd.sources.nvml_pynvml import PynvmlAdapter
 
 MIB = 1024 * 1024
 

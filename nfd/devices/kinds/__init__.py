@@ -13,9 +13,11 @@ To add a kind, implement :class:`DeviceKind` and pass a registry holding it to
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from nfd import hostfiles
 from nfd.devices.model import ConfigError, FoundDevice
 from nfd.features import Features
 from nfd.hostroot import HostRoot
@@ -142,7 +144,35 @@ def hex_ids(raw: Any, where: str, width: int) -> tuple[str, ...]:
     return tuple(out)
 
 
+def optional_strings(m: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
+    """:func:`string_list` of ``m[key]``; empty when the selector does not give the key."""
+    return string_list(m[key], f"{where}.{key}") if key in m else ()
+
+
+def optional_hex_ids(m: dict[str, Any], key: str, where: str, width: int) -> tuple[str, ...]:
+    """:func:`hex_ids` of ``m[key]``; empty when the selector does not give the key."""
+    return hex_ids(m[key], f"{where}.{key}", width) if key in m else ()
+
+
 def describe_fields(kind: str, fields: Iterable[tuple[str, str | Sequence[str]]]) -> str:
     """``kind k=v k=a|b`` for a selector's non-empty fields (``--check`` output, logs)."""
     parts = [f"{k}={v if isinstance(v, str) else '|'.join(v)}" for k, v in fields if v]
     return " ".join([kind, *parts])
+
+
+# -- helpers for kinds' health -------------------------------------------------------------
+
+
+def pci_problem(host: HostRoot, address: str, driver: str) -> str | None:
+    """Why the PCI device at ``address`` is not usable now (gone from sysfs, or ``driver``
+    no longer bound to it); None when it is. An empty ``driver`` asks for none."""
+    sysdir = host.sys / "bus/pci/devices" / address
+    if not os.path.isdir(sysdir):
+        return "PCI device gone from sysfs"
+    if driver:
+        have = hostfiles.driver_name(sysdir)
+        if have is None:
+            return f"driver {driver} unbound"
+        if have != driver:
+            return f"driver changed from {driver} to {have}"
+    return None

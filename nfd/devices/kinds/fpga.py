@@ -20,12 +20,12 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from nfd.devices.kinds import describe_fields, hex_ids, mapping, string_list
+from nfd.devices.kinds import describe_fields, mapping, optional_hex_ids, optional_strings, pci_problem
 from nfd.devices.model import ConfigError, DeviceNode, FoundDevice
 from nfd.features import Features
 from nfd.hostfiles import list_dir
 from nfd.hostroot import HostRoot
-from nfd.sources.accel_sysfs import pci_function, pci_functions
+from nfd.sources.accel_sysfs import pci_functions
 from nfd.sources.fpga import FPGA_VENDORS, INTEL_FPGA_DEVICES, vendor_name
 
 _KEYS = ("vendor", "device", "driver", "fme")
@@ -56,8 +56,8 @@ class FpgaKind:
             raise ConfigError(f"{where}.fme: expected true or false")
         return FpgaSelector(
             vendor=vendor,
-            devices=hex_ids(m["device"], f"{where}.device", 4) if "device" in m else (),
-            drivers=string_list(m["driver"], f"{where}.driver") if "driver" in m else (),
+            devices=optional_hex_ids(m, "device", where, 4),
+            drivers=optional_strings(m, "driver", where),
             fme=fme,
         )
 
@@ -94,13 +94,8 @@ class FpgaKind:
         return out
 
     def refresh(self, device: FoundDevice, host: HostRoot) -> FoundDevice | str:
-        f = pci_function(host, device.attributes["address"])
-        if f is None:
-            return "PCI device gone from sysfs"
-        want = device.attributes.get("driver", "")
-        if want and f.driver != want:
-            return f"driver {want} unbound" if not f.driver else f"driver changed to {f.driver}"
-        return device
+        a = device.attributes
+        return pci_problem(host, a["address"], a.get("driver", "")) or device
 
 
 def card_nodes(host: HostRoot, address: str, *, fme: bool) -> tuple[DeviceNode, ...]:

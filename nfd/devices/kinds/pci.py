@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
 from nfd import hostfiles
-from nfd.devices.kinds import describe_fields, hex_ids, mapping, string_list
+from nfd.devices.kinds import describe_fields, mapping, optional_hex_ids, optional_strings, pci_problem
 from nfd.devices.model import ConfigError, FoundDevice, env_name
 from nfd.features import Features
 from nfd.hostroot import HostRoot
@@ -62,19 +61,17 @@ class PciKind:
 
     def parse_selector(self, raw: Any, where: str) -> PciSelector:
         m = mapping(raw, where, _KEYS)
-        addresses = (
-            tuple(a.lower() for a in string_list(m["address"], f"{where}.address")) if "address" in m else ()
-        )
+        addresses = tuple(a.lower() for a in optional_strings(m, "address", where))
         for a in addresses:
             if not (_ADDRESS.match(a) or (any(c in a for c in "*?[") and _ADDRESS_GLOB.match(a))):
                 raise ConfigError(
                     f"{where}.address: {a!r} is not a PCI address like 0000:3b:00.0 (globs allowed)"
                 )
         return PciSelector(
-            vendor=hex_ids(m["vendor"], f"{where}.vendor", 4) if "vendor" in m else (),
-            device=hex_ids(m["device"], f"{where}.device", 4) if "device" in m else (),
-            class_prefix=hex_ids(m["class"], f"{where}.class", 6) if "class" in m else (),
-            driver=string_list(m["driver"], f"{where}.driver") if "driver" in m else (),
+            vendor=optional_hex_ids(m, "vendor", where, 4),
+            device=optional_hex_ids(m, "device", where, 4),
+            class_prefix=optional_hex_ids(m, "class", where, 6),
+            driver=optional_strings(m, "driver", where),
             address=addresses,
         )
 
@@ -117,14 +114,5 @@ class PciKind:
         return [found[a] for a in sorted(found)]
 
     def refresh(self, device: FoundDevice, host: HostRoot) -> FoundDevice | str:
-        sysdir = host.sys / "bus/pci/devices" / device.attributes["address"]
-        if not os.path.isdir(sysdir):
-            return "PCI device gone from sysfs"
-        want = device.attributes.get("driver", "")
-        if want:
-            have = hostfiles.driver_name(sysdir)
-            if have is None:
-                return f"driver {want} unbound"
-            if have != want:
-                return f"driver changed from {want} to {have}"
-        return device
+        a = device.attributes
+        return pci_problem(host, a["address"], a.get("driver", "")) or device

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nfd import hostfiles
-from nfd.devices.kinds import describe_fields, hex_ids, mapping, string_list
+from nfd.devices.kinds import describe_fields, mapping, optional_hex_ids, optional_strings
 from nfd.devices.model import DeviceNode, FoundDevice
 from nfd.features import Features
 from nfd.hostroot import HostRoot
@@ -48,10 +48,10 @@ class UsbKind:
     def parse_selector(self, raw: Any, where: str) -> UsbSelector:
         m = mapping(raw, where, _KEYS)
         return UsbSelector(
-            vendor=hex_ids(m["vendor"], f"{where}.vendor", 4) if "vendor" in m else (),
-            product=hex_ids(m["product"], f"{where}.product", 4) if "product" in m else (),
-            class_=hex_ids(m["class"], f"{where}.class", 2) if "class" in m else (),
-            serial=string_list(m["serial"], f"{where}.serial") if "serial" in m else (),
+            vendor=optional_hex_ids(m, "vendor", where, 4),
+            product=optional_hex_ids(m, "product", where, 4),
+            class_=optional_hex_ids(m, "class", where, 2),
+            serial=optional_strings(m, "serial", where),
         )
 
     def describe(self, selector: Any) -> str:
