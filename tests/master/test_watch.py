@@ -5,7 +5,6 @@ test_revocation.py, test_nodewatch.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -14,6 +13,8 @@ from typing import Any
 from nfd.master.apierrors import make
 from nfd.master.kube import Resource
 from nfd.master.watch import ListWatch, Pages
+
+from .kubehelpers import until
 
 RES = Resource("things", "example.com", "v1")
 
@@ -96,14 +97,6 @@ def loop_on(api: ScriptedApi, seen: Seen, **kw: Any) -> ListWatch:
         on_event=seen.event,
         **kw,
     )
-
-
-async def until(pred: Any, what: str, timeout: float = 10) -> None:
-    for _ in range(int(timeout / 0.01)):
-        if pred():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{what} not reached")
 
 
 async def test_bookmarks_move_the_watch_on_and_410_lists_again() -> None:
