@@ -66,10 +66,6 @@ class ListWatch:
         self._resp: Any = None  # the watch response being read
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    @property
-    def running(self) -> bool:
-        return self._thread is not None
-
     async def start(self) -> None:
         """List, then watch; a LIST that fails is tried again in the background."""
         try:
