@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
-from nfd.master.kube import KubeApi, KubeError
+from nfd.master.kube import NODES, KubeApi, KubeError
 from nfd.master.nodefeatures import NodeFeatureIndex
 from nfd.master.service import MasterService
 from nfd.nodefeature import GROUP, PLURAL, VERSION
@@ -51,14 +51,11 @@ class GarbageCollector:
         self._sched: Any = None
 
     async def _node_names(self) -> set[str]:
-        names: set[str] = set()
-        cont: str | None = None
-        while True:
-            page = await self.api.list_nodes(limit=self.page_size, cont=cont)
-            names.update(str((n.get("metadata") or {}).get("name")) for n in page.get("items") or [])
-            cont = (page.get("metadata") or {}).get("continue") or None
-            if not cont:
-                return names
+        return {
+            str((n.get("metadata") or {}).get("name"))
+            async for page in self.api.pages(NODES, limit=self.page_size)
+            for n in page.get("items") or []
+        }
 
     async def collect(self) -> GcResult:
         """One round. Never raises: a failed round is logged and the next one retries."""

@@ -26,9 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nfd.master.kube import KubeApi, KubeError
+from nfd.master.kube import KubeApi, KubeError, Resource
 from nfd.master.service import MasterService
-from nfd.master.watch import ResourceWatcher
+from nfd.master.watch import ListWatch, Pages, object_key
 from nfd.rules.evaluate import FeatureView, execute
 from nfd.rules.expressions import EvalError
 from nfd.rules.model import Rule, RuleParseError, parse_rule
@@ -52,8 +52,7 @@ class Group:
 
 
 def parse_group(raw: dict[str, Any]) -> Group:
-    meta = raw.get("metadata") or {}
-    key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+    key = object_key(raw)
     spec = raw.get("spec") or {}
     rules: list[Rule] = []
     errors: list[str] = []
@@ -103,14 +102,13 @@ class GroupManager:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.watch = (
-            ResourceWatcher(
+            ListWatch(
                 api=api,
-                group=GROUP,
-                version=VERSION,
-                plural=PLURAL,
+                resource=Resource(PLURAL, GROUP, VERSION),
                 page_size=page_size,
                 on_list=self._listed,
                 on_event=self._event,
+                absent=(403, 404),
             )
             if api is not None
             else None
@@ -172,19 +170,18 @@ class GroupManager:
         self.groups[g.key] = g
         self.recompute(g)
 
-    def _listed(self, raws: list[dict[str, Any]]) -> None:
+    async def _listed(self, pages: Pages) -> None:
         keys = set()
-        for raw in raws:
-            self.set_group(raw)
-            meta = raw.get("metadata") or {}
-            keys.add((str(meta.get("namespace") or ""), str(meta.get("name") or "")))
+        async for page in pages:
+            for raw in page:
+                self.set_group(raw)
+                keys.add(object_key(raw))
         for k in [k for k in self.groups if k not in keys]:
             del self.groups[k]
 
     def _event(self, kind: str, raw: dict[str, Any]) -> None:
         if kind == "DELETED":
-            meta = raw.get("metadata") or {}
-            self.groups.pop((str(meta.get("namespace") or ""), str(meta.get("name") or "")), None)
+            self.groups.pop(object_key(raw), None)
         elif kind in ("ADDED", "MODIFIED"):
             self.set_group(raw)
 

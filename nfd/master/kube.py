@@ -6,11 +6,13 @@ exceptions of ``apierrors``; every request is counted by verb and resource."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
@@ -29,6 +31,25 @@ T = TypeVar("T")
 
 
 _KINDS = {"secret": "secret", "configmap": "config_map"}
+WATCH_TIMEOUT_S = 300  # the server ends a watch after this; it resumes at once
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A collection the master lists and watches: a custom resource across all
+    namespaces (``group`` set), or core v1 ``nodes``, or ``pods`` in ``namespace``."""
+
+    plural: str
+    group: str = ""
+    version: str = "v1"
+    namespace: str = ""
+    field_selector: str = ""
+
+    def query(self) -> dict[str, str]:
+        return {"field_selector": self.field_selector} if self.field_selector else {}
+
+
+NODES = Resource("nodes")
 
 
 class NoClusterError(Exception):
@@ -126,7 +147,7 @@ class KubeApi:
         self.limiter = AdaptiveRate(
             settings.qps, settings.burst, min_qps=settings.min_qps, slow_s=settings.slow_request_s
         )
-        # Bounded: the node workers, plus room for auth, leases and the rule watch.
+        # Bounded: the node workers, plus room for auth, leases and the watches' LISTs.
         self.pool = ThreadPoolExecutor(max_workers=settings.parallelism + 6, thread_name_prefix="kube")
         self.timeout = settings.request_timeout_s
         # What CoreV1Api's patch calls ask for (they list json, yaml, protobuf, cbor).
@@ -207,15 +228,6 @@ class KubeApi:
             lambda: self._json_patch("/api/v1/nodes/{name}/status", name, ops)
         )
 
-    async def list_nodes(self, *, limit: int, cont: str | None) -> dict[str, Any]:
-        def call() -> Any:
-            kw: dict[str, Any] = {"limit": limit, "_preload_content": False}
-            if cont:
-                kw["_continue"] = cont
-            return self.core.list_node(_request_timeout=max(self.timeout, 60.0), **kw)
-
-        return await self._call(call)  # type: ignore[no-any-return]
-
     # -- auth -------------------------------------------------------------------------
     async def token_review(self, token: str, audiences: list[str]) -> dict[str, Any]:
         spec: dict[str, Any] = {"token": token}
@@ -246,17 +258,6 @@ class KubeApi:
                 _request_timeout=self.timeout,
             )
         )
-
-    async def list_pods(
-        self, namespace: str, field_selector: str, *, limit: int, cont: str | None
-    ) -> dict[str, Any]:
-        def call() -> Any:
-            kw: dict[str, Any] = {"field_selector": field_selector, "limit": limit, "_preload_content": False}
-            if cont:
-                kw["_continue"] = cont
-            return self.core.list_namespaced_pod(namespace, _request_timeout=max(self.timeout, 60.0), **kw)
-
-        return await self._call(call)  # type: ignore[no-any-return]
 
     # -- the serving certificate's Secret and CA ConfigMap (read and written before the
     # server starts, on another event loop: not rate limited, whose lock is the server's) --
@@ -315,28 +316,52 @@ class KubeApi:
             limited=False,
         )
 
-    # -- rules ------------------------------------------------------------------------
-    async def list_rules(self, group: str, version: str, plural: str) -> dict[str, Any]:
-        return await self._call(  # type: ignore[no-any-return]
-            lambda: self.custom.list_cluster_custom_object(
-                group, version, plural, _preload_content=False, _request_timeout=self.timeout
-            )
-        )
+    # -- collections, listed and watched (``nfd.master.watch``) --------------------------
+    def _collection(self, res: Resource) -> Callable[..., Any]:
+        """The generated call that lists ``res``, and watches it with ``watch=True``."""
+        if res.group:
+            return functools.partial(self.custom.list_cluster_custom_object, res.group, res.version, res.plural)
+        if res.plural == "nodes":
+            return self.core.list_node
+        if res.plural == "pods" and res.namespace:
+            return functools.partial(self.core.list_namespaced_pod, res.namespace)
+        raise ValueError(f"no list call for {res}")
 
-    async def list_custom_all(
-        self, group: str, version: str, plural: str, *, limit: int, cont: str | None
-    ) -> dict[str, Any]:
-        """One page of a custom resource across all namespaces."""
+    async def list_page(self, res: Resource, *, limit: int, cont: str | None) -> dict[str, Any]:
+        """One page of a paginated LIST of ``res``."""
+        fn = self._collection(res)
         return await self._call(  # type: ignore[no-any-return]
-            lambda: self.custom.list_cluster_custom_object(
-                group,
-                version,
-                plural,
+            lambda: fn(
                 limit=limit,
                 _continue=cont or None,
                 _preload_content=False,
-                _request_timeout=self.timeout,
+                _request_timeout=max(self.timeout, 60.0),
+                **res.query(),
             )
+        )
+
+    async def pages(self, res: Resource, *, limit: int) -> AsyncIterator[dict[str, Any]]:
+        """Every page of a paginated LIST of ``res``, in order."""
+        cont: str | None = None
+        while True:
+            page = await self.list_page(res, limit=limit, cont=cont)
+            yield page
+            cont = (page.get("metadata") or {}).get("continue") or None
+            if not cont:
+                return
+
+    def open_watch(self, res: Resource, resource_version: str) -> Any:
+        """Blocking (the watch thread's): a watch of ``res`` from ``resource_version``, with
+        bookmarks, as the raw response whose body is one JSON event a line."""
+        return self._collection(res)(
+            watch=True,
+            resource_version=resource_version or None,
+            allow_watch_bookmarks=True,
+            timeout_seconds=WATCH_TIMEOUT_S,
+            _preload_content=False,
+            # a stream gone silent (a dead connection) ends rather than hang
+            _request_timeout=(10, WATCH_TIMEOUT_S + 30),
+            **res.query(),
         )
 
     async def delete_custom(self, group: str, version: str, namespace: str, plural: str, name: str) -> None:

@@ -8,8 +8,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from nfd.master.kube import KubeApi
-from nfd.master.watch import ResourceWatcher
+from nfd.master.kube import KubeApi, Resource
+from nfd.master.watch import ListWatch, Pages, object_key
 from nfd.nodefeature import GROUP, PLURAL, VERSION, NodeFeatureError, NodeFeatureObject, parse
 
 log = logging.getLogger(__name__)
@@ -61,11 +61,6 @@ class NodeFeatureIndex:
         return touched
 
 
-def _key(obj: dict[str, Any]) -> Key:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
-
-
 class NodeFeatureWatcher:
     def __init__(
         self,
@@ -77,15 +72,14 @@ class NodeFeatureWatcher:
     ) -> None:
         self.on_node = on_node
         self.index = NodeFeatureIndex()
-        self.watch = ResourceWatcher(
+        self.watch = ListWatch(
             api=api,
-            group=GROUP,
-            version=VERSION,
-            plural=PLURAL,
+            resource=Resource(PLURAL, GROUP, VERSION),
             page_size=page_size,
             on_list=self._listed,
             on_event=self.apply_event,
             on_synced=on_synced,
+            absent=(403, 404),
         )
 
     @property
@@ -102,21 +96,21 @@ class NodeFeatureWatcher:
         try:
             return parse(raw)
         except NodeFeatureError as e:
-            ns, name = _key(raw)
+            ns, name = object_key(raw)
             log.warning("NodeFeature %s/%s ignored: %s", ns, name, e)
             return None
 
-    def _listed(self, raws: list[dict[str, Any]]) -> None:
-        items = [o for o in (self._parse(r) for r in raws) if o is not None]
+    async def _listed(self, pages: Pages) -> None:
+        items = [o async for page in pages for o in map(self._parse, page) if o is not None]
         for node in sorted(self.index.replace_all(items)):
             self.on_node(node, self.index.of_node(node))
 
     def apply_event(self, kind: str, raw: dict[str, Any]) -> None:
         if kind == "DELETED":
-            touched = self.index.remove(_key(raw))
+            touched = self.index.remove(object_key(raw))
         elif kind in ("ADDED", "MODIFIED"):
             obj = self._parse(raw)
-            touched = self.index.remove(_key(raw)) if obj is None else self.index.put(obj)
+            touched = self.index.remove(object_key(raw)) if obj is None else self.index.put(obj)
         else:
             return
         for node in sorted(touched):

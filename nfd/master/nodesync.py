@@ -1,6 +1,7 @@
 """Bringing Node objects to their records' decisions, and keeping track of what the API
 server holds: one node at a time (``sync``), every node at once from a paginated LIST
-(``resync``), and each change the Node watch reports (``observe_event``).
+(``resync``), and each change the Node watch (``nfd.master.watch``) reports
+(``observe_event``).
 
 What the master believes of each Node is its record's ``observed``; a node whose Node
 no longer matches (re-created with a new uid, labels or extended resources removed by
@@ -14,10 +15,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nfd.master.kube import KubeApi
+from nfd.master.kube import NODES, KubeApi
 from nfd.master.metrics import Metrics
 from nfd.master.patches import node_patch, observe, status_patch
 from nfd.master.state import NodeRecord, NodeStore, Observed, now
+from nfd.master.watch import Pages
 
 log = logging.getLogger(__name__)
 
@@ -90,21 +92,19 @@ class NodeSync:
         if rec.decision is decision:
             rec.published = now()
 
-    async def resync(self, *, prime: bool = False) -> tuple[str, set[str], float]:
-        """One paginated LIST: refresh what the master believes of each known Node and
-        queue the nodes that drifted. ``prime``: also remember Nodes without features
-        yet (start, new leadership). Answers the listing's resourceVersion (to watch
-        from), the names listed, and when the listing began (monotonic)."""
-        cont: str | None = None
+    async def resync(self, pages: Pages | None = None, *, prime: bool = False) -> tuple[set[str], float]:
+        """One paginated LIST (``pages``, the Node watch's; else one of its own): refresh
+        what the master believes of each known Node and queue the nodes that drifted.
+        ``prime``: also remember Nodes without features yet (start, new leadership).
+        Answers the names listed, and when the listing began (monotonic)."""
         started = time.monotonic()
         listed: set[str] = set()
-        rv = ""
         if prime:
             self.seen.clear()
-        while True:
-            page = await self.api.list_nodes(limit=self.list_page_size, cont=cont)
-            rv = rv or str((page.get("metadata") or {}).get("resourceVersion") or "")
-            for node in page.get("items") or []:
+        if pages is None:
+            pages = (page.get("items") or [] async for page in self.api.pages(NODES, limit=self.list_page_size))
+        async for items in pages:
+            for node in items:
                 name = (node.get("metadata") or {}).get("name")
                 if not name:
                     continue
@@ -117,10 +117,7 @@ class NodeSync:
                 rec.observed = obs = observe(node, rec.decision)
                 if _drifted(rec, obs):
                     self.requeue(name)
-            cont = (page.get("metadata") or {}).get("continue") or None
-            if not cont:
-                break
-        return rv, listed, started
+        return listed, started
 
     def observe_event(self, kind: str, node: dict[str, Any]) -> None:
         """A Node watch event. A Node that no longer matches its record's decision

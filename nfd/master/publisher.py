@@ -9,12 +9,12 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from nfd.master.apierrors import KubeError, NotFound
-from nfd.master.kube import KubeApi
+from nfd.master.kube import NODES, KubeApi
 from nfd.master.metrics import Metrics
 from nfd.master.nodesync import NodeSync
-from nfd.master.nodewatch import NodeWatch
 from nfd.master.settings import KubeSettings
 from nfd.master.state import NodeStore, now
+from nfd.master.watch import ListWatch, Pages
 from nfd.master.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,14 @@ class KubePublisher:
             requeue=self.queue.add,
             busy=self.queue.busy.__contains__,
         )
-        self.watch = NodeWatch(api=api, on_event=self._on_event, relist=self._relist)
+        # Its LISTs are the node sync's, which keeps a few keys of each Node as it reads.
+        self.watch = ListWatch(
+            api=api,
+            resource=NODES,
+            page_size=settings.list_page_size,
+            on_list=self._listed,
+            on_event=self._on_event,
+        )
         self._prime_task: asyncio.Task[None] | None = None
         self._resync_task: asyncio.Task[None] | None = None
 
@@ -140,17 +147,15 @@ class KubePublisher:
             self.queue.release()
 
     async def _prime(self) -> None:
-        rv = ""
         try:
-            rv, _, _ = await self.nodes.resync(prime=True)
+            await self.watch.relist()
         except KubeError as e:  # each node is read on its own instead
             log.warning("could not list nodes (%s); reading each before its first write", e)
         finally:
             self.primed.set()
             self.queue.release()
             self.enqueue_all()
-        if not self.watch.running:
-            self.watch.start(rv)
+        self.watch.watch_in_background()
 
     # -- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
@@ -197,9 +202,8 @@ class KubePublisher:
         if self.may_write():
             self.nodes.observe_event(kind, node)
 
-    async def _relist(self) -> str:
-        rv, _, _ = await self.nodes.resync(prime=True)
-        return rv
+    async def _listed(self, pages: Pages) -> None:
+        await self.nodes.resync(pages, prime=True)
 
     async def _resync_loop(self) -> None:
         while True:
@@ -214,7 +218,7 @@ class KubePublisher:
     async def resync(self) -> None:
         """One paginated LIST: queue the nodes that drifted, and forget those missing
         from it whose workers have been silent since it began (deleted, scaled away)."""
-        _, listed, started = await self.nodes.resync()
+        listed, started = await self.nodes.resync()
         for rec in self.store:
             if rec.name not in listed and rec.last_seen < started and rec.name not in self.queue.busy:
                 self.queue.forget(rec.name)

@@ -1,20 +1,18 @@
 """Where the rules come from: YAML files in ``--rules-dir`` and, unless turned off,
-NodeFeatureRule objects in the cluster (listed, then watched in a background thread).
+NodeFeatureRule objects in the cluster (listed, then watched: ``nfd.master.watch``).
 Every change hands the whole rule list to ``on_change``."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nfd.master.apierrors import KubeError, NotFound
-from nfd.master.kube import KubeApi
+from nfd.master.kube import KubeApi, Resource
 from nfd.master.metrics import Metrics
 from nfd.master.settings import RulesSettings
+from nfd.master.watch import ListWatch, Pages
 from nfd.rules import RuleSet, load_rulesets
 
 log = logging.getLogger(__name__)
@@ -47,20 +45,33 @@ class RuleWatcher:
         metrics: Metrics,
         on_change: Callable[[list[RuleSet]], None],
         on_synced: Callable[[], None] | None = None,
+        page_size: int = 500,
     ) -> None:
-        self.on_synced = on_synced
         self.settings = settings
-        self.api = api if settings.watch else None
         self.metrics = metrics
         self.on_change = on_change
         self.file_docs: list[Any] = []
         self.cluster: dict[str, Any] = {}
-        self.synced = self.api is None
         self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._resource_version = ""
+        s = settings
+        # A 403 is not "no rules": nothing is written until they can be read.
+        self.watch = (
+            ListWatch(
+                api=api,
+                resource=Resource(s.rules_plural, s.rules_group, s.rules_version),
+                page_size=page_size,
+                on_list=self._listed,
+                on_event=self._apply_event,
+                on_synced=on_synced,
+                absent=(404,),
+            )
+            if api is not None and settings.watch
+            else None
+        )
+
+    @property
+    def synced(self) -> bool:
+        return self.watch is None or self.watch.synced
 
     # -- building the rule list -------------------------------------------------------
     def rulesets(self) -> list[RuleSet]:
@@ -87,39 +98,19 @@ class RuleWatcher:
 
     # -- cluster ----------------------------------------------------------------------
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        if self.api is None:
-            return
-        try:
-            await self._relist()
-        except KubeError as e:
-            log.warning("cannot list NodeFeatureRules yet (%s); not ready until it can", e)
-        self._thread = threading.Thread(target=self._watch_forever, name="rule-watch", daemon=True)
-        self._thread.start()
+        if self.watch is not None:
+            await self.watch.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        if self.watch is not None:
+            self.watch.stop()
 
-    async def _relist(self) -> None:
-        assert self.api is not None
-        s = self.settings
-        try:
-            listing = await self.api.list_rules(s.rules_group, s.rules_version, s.rules_plural)
-        except NotFound:  # the CRD is not installed: there are no cluster rules
-            listing = {"items": []}
-        objs = {
-            str((o.get("metadata") or {}).get("name")): o
-            for o in listing.get("items") or []
-            if isinstance(o, dict)
-        }
-        self._resource_version = str((listing.get("metadata") or {}).get("resourceVersion") or "")
+    async def _listed(self, pages: Pages) -> None:
+        objs = {str((o.get("metadata") or {}).get("name")): o async for page in pages for o in page}
         first = not self.synced
-        self.synced = True
         if first or _specs(objs) != _specs(self.cluster):
             self.cluster = objs
             self.on_change(self.rulesets())
-        if first and self.on_synced is not None:
-            self.on_synced()
 
     def _apply_event(self, kind: str, obj: dict[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name"))
@@ -135,44 +126,6 @@ class RuleWatcher:
         else:
             return
         self.on_change(self.rulesets())
-
-    def _watch_forever(self) -> None:
-        """Blocking watch in its own thread; events are handed to the event loop. On any
-        error: wait (backing off), list again, watch again."""
-        from kubernetes import watch
-
-        assert self.api is not None and self._loop is not None
-        s, delay = self.settings, 1.0
-        while not self._stop.is_set():
-            w = watch.Watch()  # type: ignore[no-untyped-call]
-            try:
-                for ev in w.stream(  # type: ignore[no-untyped-call]
-                    self.api.custom.list_cluster_custom_object,
-                    s.rules_group,
-                    s.rules_version,
-                    s.rules_plural,
-                    resource_version=self._resource_version or None,
-                    timeout_seconds=300,
-                ):
-                    if self._stop.is_set():
-                        w.stop()  # type: ignore[no-untyped-call]
-                        return
-                    obj = ev.get("object") or {}
-                    rv = (obj.get("metadata") or {}).get("resourceVersion")
-                    if rv:
-                        self._resource_version = str(rv)
-                    self._loop.call_soon_threadsafe(self._apply_event, str(ev.get("type")), obj)
-                    delay = 1.0
-            except Exception as e:  # the watch breaks for many reasons; always recover
-                log.info("NodeFeatureRule watch interrupted: %s", e)
-                if self._stop.wait(delay):
-                    return
-                delay = min(delay * 2, 30.0)
-                fut = asyncio.run_coroutine_threadsafe(self._relist(), self._loop)
-                try:
-                    fut.result(timeout=60)
-                except Exception as e2:
-                    log.info("NodeFeatureRule relist failed: %s", e2)
 
 
 def _specs(objs: dict[str, Any]) -> dict[str, Any]:

@@ -237,6 +237,7 @@ def build_runtime(
         metrics=metrics,
         on_change=service.set_rules,
         on_synced=publisher.conditions_met if isinstance(publisher, KubePublisher) else None,
+        page_size=settings.kube.list_page_size,
     )
     if api is not None and settings.nodefeatures.watch:
 

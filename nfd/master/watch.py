@@ -1,135 +1,176 @@
-"""List-then-watch of one custom resource across all namespaces, in a background thread:
-one paginated LIST at start, then a watch from its resourceVersion. A broken watch
-resumes from the last resourceVersion seen; only an expired one (410 Gone) lists again,
-so a change never costs a LIST. What the objects mean is the caller's (callbacks run on
-the event loop)."""
+"""The one list-then-watch loop, for every collection the master follows (Nodes,
+NodeFeatureRules, NodeFeatures, NodeFeatureGroups, the workers' pods): a paginated LIST,
+then a watch from its resourceVersion, with bookmarks, in a background thread. A watch
+the server ends resumes at once from the last resourceVersion seen, and so does a broken
+one (after a backoff), so a change never costs a LIST; only an expired resourceVersion
+(410 Gone) lists again. What the objects mean is the owner's: ``on_list`` reads a
+LIST's pages, ``on_event`` takes each change; both run on the event loop."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any
 
-from nfd.master.kube import KubeApi, KubeError
+from nfd.master.apierrors import KubeError, from_exception
+from nfd.master.kube import KubeApi, Resource
 
 log = logging.getLogger(__name__)
 
+Pages = AsyncIterator[list[dict[str, Any]]]  # the items of each page of one LIST
+BACKOFF_MIN_S, BACKOFF_MAX_S = 0.5, 30.0
+GONE = 410
 
-class ResourceWatcher:
+
+def object_key(obj: dict[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of an API object."""
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+class ListWatch:
+    """``absent``: LIST statuses that mean "there are none" rather than a failure (404:
+    the CRD is not installed; 403: no rights to read them, and the rest of the master
+    works on without them). ``relist_after_break``: a broken watch lists again instead
+    of resuming, for an owner whose ``live`` must mean no gap since a LIST."""
+
     def __init__(
         self,
         *,
         api: KubeApi,
-        group: str,
-        version: str,
-        plural: str,
+        resource: Resource,
         page_size: int,
-        on_list: Callable[[list[dict[str, Any]]], None],
+        on_list: Callable[[Pages], Awaitable[None]],
         on_event: Callable[[str, dict[str, Any]], None],
         on_synced: Callable[[], None] | None = None,
+        absent: Collection[int] = (),
+        relist_after_break: bool = False,
     ) -> None:
         self.api = api
-        self.group, self.version, self.plural = group, version, plural
+        self.resource = resource
         self.page_size = page_size
         self.on_list = on_list
         self.on_event = on_event
         self.on_synced = on_synced
-        self.synced = False
-        self._resource_version = ""
+        self.absent = absent
+        self.relist_after_break = relist_after_break
+        self.synced = False  # listed at least once
+        self.live = False  # listed, and the watch has not broken since
+        self._rv = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._resp: Any = None  # the watch response being read
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        """List, then watch; a LIST that fails is tried again in the background."""
         try:
             await self.relist()
         except KubeError as e:
-            log.warning("cannot list %s yet (%s); retrying in the background", self.plural, e)
-        self._thread = threading.Thread(target=self._watch_forever, name=f"{self.plural}-watch", daemon=True)
-        self._thread.start()
+            log.warning("cannot list %s yet (%s); trying again in the background", self.resource.plural, e)
+        self.watch_in_background()
+
+    def watch_in_background(self) -> None:
+        """Start the watch thread, unless it runs; it lists first when no LIST succeeded."""
+        if self._thread is None:
+            self._loop = asyncio.get_running_loop()
+            self._thread = threading.Thread(
+                target=self._run, name=f"{self.resource.plural}-watch", daemon=True
+            )
+            self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        self.live = False
+        resp = self._resp
+        if resp is not None:
+            try:
+                resp.shutdown()  # unblocks the thread's read
+            except (OSError, ValueError, RuntimeError):  # released meanwhile: nothing to unblock
+                pass
 
     async def relist(self) -> None:
-        items: list[dict[str, Any]] = []
-        cont: str | None = None
+        """One paginated LIST through ``on_list``; the watch goes on from its
+        resourceVersion. Raises KubeError."""
         rv = ""
-        while True:
+
+        async def pages() -> Pages:
+            nonlocal rv
             try:
-                page = await self.api.list_custom_all(
-                    self.group, self.version, self.plural, limit=self.page_size, cont=cont
-                )
+                async for page in self.api.pages(self.resource, limit=self.page_size):
+                    rv = rv or str((page.get("metadata") or {}).get("resourceVersion") or "")
+                    yield [o for o in page.get("items") or [] if isinstance(o, dict)]
             except KubeError as e:
-                # 404: the CRD is not installed, there are none. 403: no rights to read
-                # them (RBAC from before they were read): the rest of the master works
-                # on, without them, and the watch keeps trying.
-                if e.status == 404:
-                    page = {"items": [], "metadata": {}}
-                elif e.status == 403:
-                    log.error("not allowed to list %s (%s): going on without them", self.plural, e)
-                    page = {"items": [], "metadata": {}}
-                else:
+                if e.status not in self.absent:
                     raise
-            items.extend(o for o in page.get("items") or [] if isinstance(o, dict))
-            meta = page.get("metadata") or {}
-            rv = str(meta.get("resourceVersion") or rv)
-            cont = meta.get("continue") or None
-            if not cont:
-                break
-        self._resource_version = rv
-        self.on_list(items)
+                if e.status == 403:
+                    log.error("not allowed to list %s (%s): going on without them", self.resource.plural, e)
+
+        await self.on_list(pages())
+        self._rv, self.live = rv, True
         if not self.synced:
             self.synced = True
             if self.on_synced is not None:
                 self.on_synced()
 
-    def _watch_forever(self) -> None:
-        from kubernetes import watch
-        from kubernetes.client.exceptions import ApiException
-
+    def _run(self) -> None:
         assert self._loop is not None
-        delay = 1.0
+        delay, expired = BACKOFF_MIN_S, not self.synced
         while not self._stop.is_set():
-            expired = not self.synced
             if not expired:
-                w = watch.Watch()  # type: ignore[no-untyped-call]
+                began = time.monotonic()
                 try:
-                    for ev in w.stream(  # type: ignore[no-untyped-call]
-                        self.api.custom.list_cluster_custom_object,
-                        self.group,
-                        self.version,
-                        self.plural,
-                        resource_version=self._resource_version or None,
-                        allow_watch_bookmarks=True,
-                        timeout_seconds=300,
-                    ):
-                        if self._stop.is_set():
-                            w.stop()  # type: ignore[no-untyped-call]
-                            return
-                        obj = ev.get("object") or {}
-                        rv = (obj.get("metadata") or {}).get("resourceVersion")
-                        if rv:
-                            self._resource_version = str(rv)
-                        kind = str(ev.get("type"))
-                        if kind != "BOOKMARK" and isinstance(obj, dict):
-                            self._loop.call_soon_threadsafe(self.on_event, kind, obj)
-                        delay = 1.0
-                    continue  # the server ended the watch: resume from where it was
-                except ApiException as e:
-                    expired = e.status == 410
-                    log.info("%s watch interrupted: %s", self.plural, e.reason)
-                except Exception as e:  # a broken connection: resume, no LIST
-                    log.info("%s watch interrupted: %s", self.plural, e)
+                    if self._watch():
+                        delay = BACKOFF_MIN_S
+                    # The server ended the watch (its timeout): resume at once, unless it
+                    # ended as soon as it began (a server that ends each one is not hammered).
+                    if time.monotonic() - began > 1.0:
+                        continue
+                except Exception as e:
+                    err = from_exception(e)
+                    log.info("%s watch interrupted: %s", self.resource.plural, err)
+                    self.live = False
+                    expired = err.status == GONE or self.relist_after_break
             if self._stop.wait(delay):
                 return
-            delay = min(delay * 2, 30.0)
+            delay = min(delay * 2, BACKOFF_MAX_S)
             if expired:
-                fut = asyncio.run_coroutine_threadsafe(self.relist(), self._loop)
                 try:
-                    fut.result(timeout=120)
+                    asyncio.run_coroutine_threadsafe(self.relist(), self._loop).result(timeout=120)
+                    expired = False
                 except Exception as e:
-                    log.info("%s relist failed: %s", self.plural, e)
+                    log.info("%s relist failed: %s", self.resource.plural, e)
+
+    def _watch(self) -> bool:
+        """One watch, until the server ends it or it breaks (raises); whether any event
+        came. Each event is handed to the event loop."""
+        from kubernetes.watch.watch import iter_resp_lines
+
+        assert self._loop is not None
+        got = False
+        self._resp = resp = self.api.open_watch(self.resource, self._rv)
+        try:
+            for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
+                if self._stop.is_set():
+                    break
+                ev = json.loads(line) if line else {}
+                kind, obj = str(ev.get("type")), ev.get("object")
+                if not isinstance(obj, dict):
+                    continue
+                if kind == "ERROR":  # 410 Gone (expired) and the like
+                    raise KubeError(int(obj.get("code") or 0) or None, str(obj.get("message") or obj))
+                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if rv:
+                    self._rv = str(rv)
+                if kind != "BOOKMARK":
+                    self._loop.call_soon_threadsafe(self.on_event, kind, obj)
+                got = True
+        finally:
+            self._resp = None
+            resp.close()  # a stream left midway must not go back to the pool as it is
+            resp.release_conn()
+        return got

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,10 +33,19 @@ def master() -> Iterator[Callable[..., httpx.Client]]:
 
     def start(**over: Any) -> httpx.Client:
         rt = build_runtime(memory_settings(**over), sources=[FixtureSource()])
+        loops: list[asyncio.AbstractEventLoop] = []
+        start_runtime = rt.start
+
+        async def start_noting_the_loop() -> None:
+            loops.append(asyncio.get_running_loop())
+            await start_runtime()
+
+        rt.start = start_noting_the_loop  # type: ignore[method-assign]
         cm = serve(create_app(runtime=rt))
         url = cm.__enter__()
         client = httpx.Client(base_url=url, timeout=10)
         client.runtime = rt  # type: ignore[attr-defined]
+        client.loop = loops[0]  # type: ignore[attr-defined]  # the master's event loop
         stack.append((cm, client))
         return client
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -67,6 +68,16 @@ def wait_for(cond: Callable[[], object], timeout: float = 10.0, what: str = "con
         if cond():
             return
         time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def until(cond: Callable[[], object], what: str, timeout: float = 15.0) -> None:
+    """``wait_for`` on the event loop, which the code under test shares."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        await asyncio.sleep(0.01)
     raise AssertionError(f"timed out waiting for {what}")
 
 

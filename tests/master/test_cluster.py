@@ -39,6 +39,23 @@ def test_rules_watched_in_the_cluster_relabel_every_node(fake_api):
         assert fake_api.log.count(verb="watch") >= 1
 
 
+def test_a_dropped_rule_watch_resumes_without_listing(fake_api):
+    fake_api.create_node("n1")
+    with kube_master(fake_api, rules__watch=True) as m:
+        wait_for(lambda: m.client.get("/readyz").status_code == 200, what="rules listed")
+        m.put("n1", {"gpu": "1"})
+        wait_for(m.settled, what="publish")
+        lists = fake_api.log.count(verb="list", resource="nodefeaturerules.nfd.k8s-sigs.io")
+        fake_api.drop_connections()  # the watch breaks; the rule below comes while it is away
+        fake_api.create_rule(
+            "gpu",
+            [{"name": "gpu", "labels": {"gpu-node": "true"},
+              "matchFeatures": [{"feature": "fixture.labels", "matchExpressions": {"gpu": {"op": "Exists"}}}]}],
+        )  # fmt: skip
+        wait_for(lambda: fake_api.labels("n1").get(f"{FNS}/gpu-node") == "true", what="rule label")
+        assert fake_api.log.count(verb="list", resource="nodefeaturerules.nfd.k8s-sigs.io") == lists
+
+
 def test_worker_tokens_checked_with_tokenreview(fake_api):
     for n in ("n1", "n2", "n3"):
         fake_api.create_node(n)

@@ -4,7 +4,6 @@ one (410) lists again."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from nfd.master.kube import KubeApi
@@ -12,6 +11,8 @@ from nfd.master.nodefeatures import NodeFeatureIndex, NodeFeatureWatcher
 from nfd.master.settings import KubeSettings
 from nfd.nodefeature import NodeFeatureObject, parse
 from tests.fakeapi import FakeApiServer
+
+from .kubehelpers import until
 
 RES = "nodefeatures.nfd.k8s-sigs.io"
 
@@ -23,14 +24,6 @@ def nf(name: str, node: str, ns: str = "default", **labels: str) -> dict[str, An
         "metadata": {"name": name, "namespace": ns, "labels": {"nfd.node.kubernetes.io/node-name": node}},
         "spec": {"labels": labels},
     }
-
-
-async def until(pred: Any, what: str, timeout: float = 15) -> None:
-    for _ in range(int(timeout / 0.02)):
-        if pred():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"{what} not reached")
 
 
 class Seen:

@@ -67,7 +67,7 @@ def test_rule_change_re_evaluates_every_node(master, tmp_path):
     sets, errors = load_rulesets([yaml.safe_load(RULES)])
     assert not errors
     rt = c.runtime
-    rt.rules._loop.call_soon_threadsafe(rt.service.set_rules, sets)
+    c.loop.call_soon_threadsafe(rt.service.set_rules, sets)  # as the rule watch hands them
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         views = [c.get(f"/api/v1/nodes/{n}").json() for n in ("a1", "a2")]
