@@ -30,7 +30,7 @@ import re
 import string
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, cast
+from typing import Annotated, Any, Final, Literal, Self, cast
 
 from pydantic import (
     AfterValidator,
@@ -224,9 +224,7 @@ class ResourceConfig(_Model):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _device(
-        cls, data: Any, handler: ModelWrapValidatorHandler[ResourceConfig], info: ValidationInfo
-    ) -> ResourceConfig:
+    def _device(cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo) -> Self:
         context = _context(info)
         kinds: KindRegistry = context[_KINDS]
         if not isinstance(data, dict):
