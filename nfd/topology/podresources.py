@@ -3,7 +3,9 @@
 kubelet serves it on ``/var/lib/kubelet/pod-resources/kubelet.sock`` and re-creates the
 socket when it restarts. Each read connects anew and closes its channel after: between
 passes gRPC's core shuts down with its event-engine and timer threads (2.5 MiB of RSS),
-and a unix socket connects in well under a millisecond. While the socket is missing or
+and a unix socket connects in well under a millisecond. While they run, those threads
+allocate: the overlay sets ``MALLOC_ARENA_MAX=2`` (read by glibc) so that they do not
+each keep a malloc arena of their own after they end. While the socket is missing or
 kubelet does not answer, :meth:`PodResources.read` returns None and logs one line, then
 nothing until kubelet answers again (which it logs too).
 """
