@@ -8,7 +8,9 @@ Runs the installed ``nfd topology-updater`` as its own process against the fake 
 process. 40 of the pods are Guaranteed with 4 exclusive CPUs each; the rest are Burstable
 and listed with the shared pool, as older kubelets list them (the heaviest answer).
 
-Two phases of ``--seconds`` each: steady (nothing changes) and churn (every 2 s two pods
+The updater runs with the environment the overlay's container sets (``MALLOC_ARENA_MAX``;
+not the ``NFD_HOST_*`` paths, which ``--host-root`` replaces), so its RSS is what the
+deployed container's would be. Two phases of ``--seconds`` each: steady (nothing changes) and churn (every 2 s two pods
 end and two start, through the API server and PodResources; every other step a
 pinned pod comes or goes, which changes the object). Prints the updater's
 API requests per minute by verb and resource; its RSS (VmRSS, VmHWM) with the same figures for a bare
@@ -85,6 +87,15 @@ def workload(n: int, generation: int = 0) -> tuple[pb.ListPodResourcesResponse, 
     return pb.ListPodResourcesResponse(pod_resources=listed), objects
 
 
+def deployed_env() -> dict[str, str]:
+    """The plain environment values of the overlay's updater container."""
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "deploy/overlays/topology-updater/worker-topology-updater.yaml").read_text())
+    (c,) = [c for c in doc["spec"]["template"]["spec"]["containers"] if c["name"] == "nfd-topology-updater"]
+    return {e["name"]: e["value"] for e in c["env"] if "value" in e and not e["name"].startswith("NFD_HOST_")}
+
+
 def rss(pid: int) -> tuple[int, int]:
     fields = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -125,7 +136,6 @@ def in_process_cpu(host: HostRoot, socket: str, n: int) -> float:
         t0 = time.process_time()
         u.compute()
         samples.append(time.process_time() - t0)
-    u.podresources.close()
     return statistics.median(samples)
 
 
@@ -136,6 +146,7 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=10.0)
     args = ap.parse_args()
 
+    env = deployed_env()
     work = Path(tempfile.mkdtemp(prefix="nfdtopo-", dir="/tmp"))
     try:
         host = HostRoot.under(write_sysfs(work / "host"))
@@ -152,7 +163,7 @@ def main() -> None:
                 [sys.executable, "-m", "nfd", "topology-updater", "--node-name", NODE, "--kubeconfig", str(kubeconfig),
                  "--host-root", str(work / "host"), "--podresources-socket", str(kubelet.socket),
                  "--kubelet-config", "", "--interval", str(args.interval)],
-                cwd="/", stderr=subprocess.DEVNULL,
+                cwd="/", stderr=subprocess.DEVNULL, env={**os.environ, **env},
             )  # fmt: skip
             try:
                 fake.wait_for(lambda: fake.objects.exists("noderesourcetopologies", NODE), timeout=60, what="first write")
@@ -211,8 +222,9 @@ def main() -> None:
     print(f"  upstream's pattern for comparison (not measured): one pod GET per pod per pass = "
           f"{args.pods * 60 / args.interval:.0f} GETs/min at this interval")  # fmt: skip
     print(f"passes: steady {steady_passes} in {args.seconds:g}s; churn {churn_passes} in {args.seconds:g}s")
+    print(f"environment from the overlay: {env}")
     print(f"RSS: updater {rss_now / 1024:.1f} MiB after steady, {rss_churn / 1024:.1f} MiB after churn "
-          f"(peak {hwm / 1024:.1f} MiB); bare python importing grpc, ssl, yaml {floor[0] / 1024:.1f} MiB; "
+          f"(peak {hwm / 1024:.1f} MiB = {hwm * 1024 / 1e6:.1f} MB); bare python importing grpc, ssl, yaml {floor[0] / 1024:.1f} MiB; "
           f"ratio {hwm / floor[0]:.2f}")  # fmt: skip
     print(f"CPU per pass: {cpu_pass * 1e3:.2f} ms in process (median of 200); "
           f"{steady_cpu * 1e3:.2f} ms for the whole updater process (incl. watch, gRPC, idle wakeups)")  # fmt: skip

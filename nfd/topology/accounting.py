@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from nfd.topology.api.v1 import api_pb2 as pb
+from nfd.topology import messages
 from nfd.topology.layout import Layout
 
 # (namespace, pod, container) -> whether the CPU manager pinned its CPUs; None: unknown
@@ -58,14 +58,10 @@ class Accounting:
     warnings: list[str]
 
 
-def _nodes(topology: pb.TopologyInfo) -> list[int]:
-    return [n.ID for n in topology.nodes]
-
-
 def account(
     layout: Layout,
-    allocatable: pb.AllocatableResourcesResponse,
-    pods: pb.ListPodResourcesResponse,
+    allocatable: messages.AllocatableResourcesResponse,
+    pods: messages.ListPodResourcesResponse,
     *,
     is_exclusive: IsExclusive | None = None,
 ) -> Accounting:
@@ -92,7 +88,7 @@ def account(
 
     device_zones: dict[tuple[str, str], list[int]] = {}
     for dev in allocatable.devices:
-        nodes = _known(_nodes(dev.topology), zones, f"allocatable {dev.resource_name}", warnings)
+        nodes = _known(list(dev.topology), zones, f"allocatable {dev.resource_name}", warnings)
         for device_id in dev.device_ids:
             device_zones[(dev.resource_name, device_id)] = nodes
             for node in nodes:
@@ -118,7 +114,7 @@ def account(
             if c.cpu_ids and pinned:
                 _take_cpus(zones, node_of_cpu, c.cpu_ids, where, warnings)
             for dev in c.devices:
-                listed = _nodes(dev.topology)
+                listed = list(dev.topology)
                 for device_id in dev.device_ids:
                     known = device_zones.get((dev.resource_name, device_id))
                     if known is None:
@@ -126,7 +122,7 @@ def account(
                     for node in known:
                         zones[node].amount(dev.resource_name).available -= 1
             for mem in c.memory:
-                nodes = _known(_nodes(mem.topology), zones, f"{where}: {mem.memory_type}", warnings)
+                nodes = _known(list(mem.topology), zones, f"{where}: {mem.memory_type}", warnings)
                 _take_memory(zones, nodes, mem.memory_type, mem.size)
 
     for z in zones.values():
@@ -135,7 +131,7 @@ def account(
     return Accounting([zones[i] for i in sorted(zones)], warnings)
 
 
-def _listed_twice(pods: pb.ListPodResourcesResponse) -> set[int]:
+def _listed_twice(pods: messages.ListPodResourcesResponse) -> set[int]:
     seen: set[int] = set()
     twice: set[int] = set()
     for pod in pods.pod_resources:
@@ -161,13 +157,13 @@ def _known(nodes: list[int], zones: dict[int, Zone], what: str, warnings: list[s
 
 
 def _allocatable_memory(
-    zones: dict[int, Zone], blocks: Iterable[pb.ContainerMemory], warnings: list[str]
+    zones: dict[int, Zone], blocks: Iterable[messages.ContainerMemory], warnings: list[str]
 ) -> None:
     # kubelet answers per (type, NUMA node) only under the memory manager's static policy;
     # a type it does not mention keeps allocatable = capacity.
     seen: dict[tuple[str, int], int] = {}
     for mem in blocks:
-        nodes = _known(_nodes(mem.topology), zones, f"allocatable {mem.memory_type}", warnings)
+        nodes = _known(list(mem.topology), zones, f"allocatable {mem.memory_type}", warnings)
         if len(nodes) != 1:
             if nodes:
                 warnings.append(

@@ -122,4 +122,3 @@ class Updater:
             hold = last_write + interval - time.monotonic()
             if hold > 0:
                 self._stop.wait(hold)
-        self.podresources.close()

@@ -10,11 +10,13 @@ from nfd.hostroot import HostRoot
 from nfd.topology import nrt
 from nfd.topology.accounting import account
 from nfd.topology.layout import read_layout
+from nfd.topology.messages import decode_allocatable, decode_list
 
 
 def zones(host: HostRoot, is_exclusive: object = None) -> dict[str, dict[str, tuple[str, str, str]]]:
     layout = read_layout(host)
-    result = account(layout, allocatable(), pods(), is_exclusive=is_exclusive)  # type: ignore[arg-type]
+    answers = decode_allocatable(allocatable().SerializeToString()), decode_list(pods().SerializeToString())
+    result = account(layout, *answers, is_exclusive=is_exclusive)  # type: ignore[arg-type]
     assert result.warnings == []
     obj = nrt.build("n", zones=result.zones, layout=layout, policy=None, node_uid=None)
     return {z["name"]: resources(z) for z in obj["zones"]}
