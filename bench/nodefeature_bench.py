@@ -104,7 +104,7 @@ def labelling(n: int, with_objects: bool, tmp: Path) -> dict[str, Any]:
         "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
     }))  # fmt: skip
     port = free_port()
-    master = start_master(port, "--kubeconfig", str(kubeconfig), "--no-rule-watch", "--rules-dir", str(RULES),
+    master = start_master(port, "--kubeconfig", str(kubeconfig), "--no-tls", "--no-rule-watch", "--rules-dir", str(RULES),
                           "--kube-api-qps", "5000", "--kube-api-burst", "5000", cpu=0, timeout=180)  # fmt: skip
     out: dict[str, Any] = {}
     try:
