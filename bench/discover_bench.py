@@ -111,7 +111,7 @@ def main() -> None:
         med = statistics.median(walls[label])
         print(f"[{label}] nfd discover process: median wall {med * 1e3:.1f} ms "
               f"(min {min(walls[label]) * 1e3:.1f}) = {med / bare:.2f}x bare; "
-              f"peak RSS {max(rss[label]) / 1024:.1f} MB")  # fmt: skip
+              f"peak RSS {max(rss[label]) / 1024:.1f} MiB")  # fmt: skip
 
 
 if __name__ == "__main__":

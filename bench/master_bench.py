@@ -305,7 +305,7 @@ def bench_labelling(n: int, qps: float | None, tmp: Path, overload: float = 0.0)
         print(f"{n:6d} nodes labelled in  {t_done:6.1f} s wall, {used:.1f} s of master CPU (all PUTs answered "
               f"after {t_put:.1f} s; {labelled} Nodes carry labels; API requests {sum(before.values())}: {before}; "
               f"load average {os.getloadavg()[0]:.1f})")  # fmt: skip
-        print(f"{n:6d} nodes: master RSS  {rss_mb(master.pid):6.0f} MB")
+        print(f"{n:6d} nodes: master RSS  {rss_mb(master.pid):6.0f} MiB")
         asyncio.run(put_all(port, names, template))  # a steady-state round: nothing changed
         time.sleep(0.5)
         after = ask("counts")

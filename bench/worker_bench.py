@@ -124,11 +124,11 @@ def main() -> None:
         master.send_signal(signal.SIGTERM)
         master.wait(10)
 
-    mb = 1024.0
+    mb = 1024.0  # kB (as /proc says; KiB in fact) to MiB
     print("nfd worker steady state (all default sources, real master, loopback)")
-    print(f"  RSS after {args.passes} passes:   {st60['VmRSS'] / mb:6.1f} MB  (peak {st60['VmHWM'] / mb:.1f} MB, "
-          f"anon {st60['RssAnon'] / mb:.1f} MB, file {st60['RssFile'] / mb:.1f} MB, {st60['Threads']} threads)")  # fmt: skip
-    print(f"  RSS after {hb2} passes:  {st600['VmRSS'] / mb:6.1f} MB  (peak {st600['VmHWM'] / mb:.1f} MB)")
+    print(f"  RSS after {args.passes} passes:   {st60['VmRSS'] / mb:6.1f} MiB = {st60['VmRSS'] * 1.024 / 1000:.1f} MB  (peak {st60['VmHWM'] / mb:.1f} MiB, "
+          f"anon {st60['RssAnon'] / mb:.1f} MiB, file {st60['RssFile'] / mb:.1f} MiB, {st60['Threads']} threads)")  # fmt: skip
+    print(f"  RSS after {hb2} passes:  {st600['VmRSS'] / mb:6.1f} MiB  (peak {st600['VmHWM'] / mb:.1f} MiB)")
     print(f"  CPU per unchanged pass:  {(cpu1 - cpu0) / max(1, hb1 - hb0) * 1000:6.2f} ms  "
           f"(passes {hb0}-{hb1}, user+system, whole process)")  # fmt: skip
     print(
