@@ -24,7 +24,6 @@ from nfd.hostfiles import read_line
 from nfd.lazylog import get_logger
 from nfd.sources.accel_sysfs import numa_node, pci_functions, presence_labels
 from nfd.sources.gpu_drm import drm_cards, drm_labels
-from nfd.sources.gpu_gfd import NVML_ARCHITECTURES, family, gfd_labels, sanitise
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
 if TYPE_CHECKING:
@@ -122,6 +121,9 @@ class GpuSource:
             out["nvidia.com/gpu.present"] = "true"
             driver = features.attributes.get("gpu.nvidia_driver", {})
             if driver.get("nvml") == "true":
+                # Imported here: a node whose NVML does not answer (most nodes) never needs it.
+                from nfd.sources.gpu_gfd import gfd_labels
+
                 out.update(gfd_labels(features, config.gpu))
         out.update(drm_labels(features.instances.get("gpu.drm", [])))
         return out
@@ -195,6 +197,8 @@ def _nvml_only_pci(host: HostRoot, g: GpuInfo) -> Instance:
 
 
 def _gpu_attributes(g: GpuInfo) -> dict[str, str]:
+    from nfd.sources.gpu_gfd import NVML_ARCHITECTURES, family, sanitise
+
     out = {
         "index": str(g.index),
         "uuid": g.uuid,

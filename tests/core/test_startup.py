@@ -87,6 +87,19 @@ def test_each_architecture_loads_only_its_own_cpu_reader() -> None:
         assert "nfd.sources.cpu_hwcap" in modules and "ctypes" not in modules
 
 
+def test_gfd_naming_loads_only_when_nvml_answers() -> None:
+    # GFD's label naming is for GPUs NVML described: without NVML (or without an NVIDIA
+    # GPU) discovery does not import it.
+    for host in ("this-vm", "gpu-a100"):
+        p = subprocess.run(
+            [sys.executable, "-c", _PROBE, "discover", "--host-root", str(FIXTURE_HOST.parent / host),
+             "--sources", "gpu"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        modules = set(json.loads(p.stderr.strip().splitlines()[-1])["new"])
+        assert "nfd.sources.gpu" in modules and "nfd.sources.gpu_gfd" not in modules, host
+
+
 def test_a_process_run_writes_everything_before_it_ends() -> None:
     # Run as a process, discover leaves without the interpreter's teardown: what it
     # printed must all be there, and the exit code must be the command's.
