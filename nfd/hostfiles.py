@@ -236,18 +236,3 @@ def numa_above(sysfs_dir: StrPath, sys_root: StrPath) -> int | None:
 def driver_name(device_dir: StrPath) -> str | None:
     """A device's bound driver, or None when unbound."""
     return link_name(os.path.join(device_dir, "driver"))
-
-
-def parse_env_file(content: str) -> dict[str, str]:
-    """``KEY=value`` lines as in os-release: quotes removed, comments skipped."""
-    out: dict[str, str] = {}
-    for line in content.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        k, v = line.split("=", 1)
-        v = v.strip()
-        if len(v) >= 2 and v[0] == v[-1] and v[0] in "\"'":
-            v = v[1:-1]
-        out[k.strip()] = v
-    return out

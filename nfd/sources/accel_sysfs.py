@@ -115,13 +115,6 @@ def _function(address: str, d: str, ident: tuple[str, str, str, str, str]) -> Pc
     )
 
 
-def pci_function(host: HostRoot, address: str) -> PciFunction | None:
-    """One PCI function's identity, driver and NUMA node; None when sysfs lacks it."""
-    d = f"{host.sys}/bus/pci/devices/{address}"
-    ident = _identity(d)
-    return None if ident is None else _function(address, d, ident)
-
-
 def pci_functions(
     host: HostRoot, *, classes: tuple[str, ...] = (), vendors: tuple[str, ...] = ()
 ) -> list[PciFunction]:
