@@ -21,19 +21,32 @@ from nfd.rules.model import OPS, Expr
 
 Element = Mapping[str, str]
 
-_INT = re.compile(r"[+-]?\d+")
-_VERSION = re.compile(r"v?(\d+)(?:\.(\d+)(?:\.(\d+))?)?")
+# ASCII digits only, as Go's parsers take them (Python's \d and int() take any script's).
+_INT = re.compile(r"[+-]?[0-9]+")
+_VERSION = re.compile(r"v?([0-9]+)(?:\.([0-9]+)(?:\.([0-9]+))?)?")
+_INT64 = 1 << 63
 
 
 class EvalError(Exception):
     """An expression or template that cannot be evaluated: the rule fails."""
 
 
-def _atoi(s: str, what: str) -> int:
-    # Go's strconv.Atoi: an optional sign and decimal digits, nothing else.
+def parse_int(s: str) -> int:
+    """Go's strconv.Atoi: an optional sign and decimal digits, nothing else, within
+    int64 (Atoi reports a larger number as out of range); else ValueError."""
     if _INT.fullmatch(s) is None:
-        raise EvalError(what)
-    return int(s)
+        raise ValueError(s)
+    n = int(s)  # ValueError past Python's digit limit too
+    if not -_INT64 <= n < _INT64:
+        raise ValueError(s)
+    return n
+
+
+def _atoi(s: str, what: str) -> int:
+    try:
+        return parse_int(s)
+    except ValueError:
+        raise EvalError(what) from None
 
 
 def parse_version(s: str) -> tuple[int, int, int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nfd.rules.expressions import _INT, bounds_ordered, parse_version
+from nfd.rules.expressions import bounds_ordered, parse_int, parse_version
 from nfd.rules.model import OPS, VALUE_TYPES, Expr, Rule, Term
 
 _NO_VALUES = frozenset({"", "Exists", "DoesNotExist", "IsTrue", "IsFalse"})
@@ -50,9 +50,7 @@ def expr_problem(e: Expr) -> str | None:
 def _number(v: str, typ: str) -> tuple[int, ...]:
     if typ == "version":
         return parse_version(v)
-    if _INT.fullmatch(v) is None:
-        raise ValueError(v)
-    return (int(v),)
+    return (parse_int(v),)
 
 
 def _terms(rule: Rule) -> Iterator[tuple[str, Term]]:

@@ -140,3 +140,41 @@ def test_parse_version() -> None:
     for bad in ("-11", "+1", "vv1", "x1", ""):
         with pytest.raises(ValueError):
             parse_version(bad)
+
+
+def test_numbers_are_ascii_digits_within_int64_as_go_parses_them(h: SimpleNamespace) -> None:
+    # Other scripts' digits are digits to Python, not to Go.
+    assert outcome(h, "\u0663", "Gt", ["1"], "") == ERROR
+    assert outcome(h, "3", "Gt", ["\u0661"], "") == ERROR
+    assert outcome(h, "\u0663.1", "Gt", ["1"]) == ERROR
+    assert outcome(h, "3", "GtLt", ["1", "\u0665"]) == ERROR
+    # strconv.Atoi's range is int64's.
+    assert outcome(h, "9223372036854775807", "Gt", ["-9223372036854775808"], "") is True
+    assert outcome(h, "9223372036854775808", "Gt", ["1"], "") == ERROR
+    assert outcome(h, "1", "Lt", ["-9223372036854775809"], "") == ERROR
+
+
+def test_a_number_too_long_for_python_is_the_rule_s_error_not_an_internal_one(h: SimpleNamespace) -> None:
+    f = Features()
+    f.set_attributes("t.attr", {"ver": "9" * 5000})
+    rs = h.one_rule(
+        {
+            "labels": {"hit": "true"},
+            "matchFeatures": [{"feature": "t.attr", "matchExpressions": {"ver": {"op": "Gt", "value": ["1"]}}}],
+        }
+    )
+    (error,) = h.run(rs, f).errors
+    assert error.reason.startswith("not a number '9999"), error.reason
+
+
+@pytest.mark.parametrize("value", ["\u0662", "99999999999999999999"])
+def test_lint_takes_numbers_as_evaluation_does(h: SimpleNamespace, value: str) -> None:
+    rs = h.one_rule(
+        {
+            "labels": {"hit": "true"},
+            "matchFeatures": [{"feature": "t.attr", "matchExpressions": {"ver": {"op": "Gt", "value": [value]}}}],
+        }
+    )
+    assert [e.reason for e in lint_rulesets(rs)] == [
+        f"matchFeatures[0].matchExpressions.ver: every value of Op 'Gt' must be an integer (have {[value]})"
+    ]
