@@ -18,6 +18,8 @@ LIST = "/v1.PodResourcesLister/List"
 GET_ALLOCATABLE = "/v1.PodResourcesLister/GetAllocatableResources"
 
 _VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
+# A varint's tenth byte may carry bits past the 64th; protobuf drops them.
+_MASK64 = (1 << 64) - 1
 
 
 _NONE: tuple[int, ...] = ()
@@ -77,7 +79,7 @@ def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
-            return result, pos
+            return result & _MASK64, pos
         shift += 7
     raise DecodeError("varint longer than 10 bytes")
 

@@ -122,3 +122,12 @@ def test_method_paths_are_the_services() -> None:
     (service,) = pb.DESCRIPTOR.services_by_name.values()
     paths = {f"/{service.full_name}/{m.name}" for m in service.methods}
     assert paths == {messages.LIST, messages.GET_ALLOCATABLE}
+
+
+def test_a_varint_keeps_64_bits_as_protobuf_does() -> None:
+    # Ten bytes whose last one carries bits past the 64th: -1 once they are dropped.
+    ten = b"\xff" * 9 + b"\x7f"
+    data = tagged(2, 0, ten) + length(3, tagged(2, 0, ten))  # a CPU ID, a memory size
+    decoded = messages.decode_allocatable(data)
+    assert decoded == as_protobuf_decodes_allocatable(data)
+    assert (decoded.cpu_ids, decoded.memory[0].size) == ((-1,), (1 << 64) - 1)
