@@ -6,7 +6,8 @@ have the messages' names and fields as ``api/v1/api.proto`` declares them (the g
 ``api_pb2`` stays the reference: the PodResources stand-in serves it, and a test holds
 the two decoders equal). As protobuf decodes: fields not declared here (what kubelet adds
 later) are skipped, repeated numbers come packed or not, the last value of a singular
-field wins. Malformed input raises :class:`DecodeError`.
+scalar field wins, a singular message field given twice is merged (TopologyInfo's nodes
+add up). Malformed input raises :class:`DecodeError`.
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ class _Decoder:
                 if number == 1:
                     kind = self.string(value)
                 elif number == 3:
-                    topology = self.topology(value)
+                    topology += self.topology(value)  # a message given twice merges
             elif number == 2 and wire_type == _VARINT:
                 size = value
         return ContainerMemory(kind, size, topology)
@@ -176,7 +177,7 @@ class _Decoder:
                 elif number == 2:
                     ids.append(self.string(value))
                 elif number == 3:
-                    topology = self.topology(value)
+                    topology += self.topology(value)  # a message given twice merges
         return ContainerDevices(name, tuple(ids), topology)
 
     def held(self, buf: memoryview, devices: int, cpus: int, memory: int) -> _Held:

@@ -131,3 +131,14 @@ def test_a_varint_keeps_64_bits_as_protobuf_does() -> None:
     decoded = messages.decode_allocatable(data)
     assert decoded == as_protobuf_decodes_allocatable(data)
     assert (decoded.cpu_ids, decoded.memory[0].size) == ((-1,), (1 << 64) - 1)
+
+
+def test_a_topology_given_twice_merges_as_protobuf_merges_it() -> None:
+    def topology(*ids: int) -> bytes:
+        return length(3, b"".join(length(1, tagged(1, 0, varint(i))) for i in ids))
+
+    device = length(1, b"example.com/dev") + topology(0) + topology(1)
+    data = length(1, device) + length(3, topology(2) + topology(3))  # a device, a memory block
+    decoded = messages.decode_allocatable(data)
+    assert decoded == as_protobuf_decodes_allocatable(data)
+    assert (decoded.devices[0].topology, decoded.memory[0].topology) == ((0, 1), (2, 3))
