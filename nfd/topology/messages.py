@@ -108,8 +108,8 @@ def _fields(buf: memoryview) -> list[tuple[int, int, int | memoryview]]:
             value, pos = int.from_bytes(buf[pos : pos + width], "little"), pos + width
         else:
             raise DecodeError(f"field {number}: unsupported wire type {wire_type}")
-        if number == 0:
-            raise DecodeError("field number 0")
+        if not 0 < number < 1 << 29:
+            raise DecodeError(f"field number {number} out of range")
         out.append((number, wire_type, value))
     return out
 

@@ -111,6 +111,8 @@ def test_identical_cpu_lists_share_one_decoded_tuple() -> None:
         tagged(1, 2, varint(50)) + b"short",  # longer than the message
         length(1, length(1, b"\xff\xfe")),  # a name that is not UTF-8
         tagged(1, 3, b""),  # groups: not proto3
+        tagged(0, 0, b"\x01"),  # field numbers run from 1
+        tagged(1 << 29, 0, b"\x01"),  # to 2^29 - 1
     ],
 )
 def test_malformed_answers_raise_decode_error(data: bytes) -> None:
