@@ -152,6 +152,13 @@ def _node(node: DeviceNode, info: ValidationInfo) -> DeviceNode:
     return node
 
 
+def _mount_input(raw: Any) -> Any:
+    # Mount is a plain dataclass, validated in pydantic's lax mode: "yes" or 1 would pass as true.
+    if isinstance(raw, dict) and not isinstance(raw.get("readOnly", True), bool):
+        raise NestedError("readOnly", "expected true or false")
+    return _container_path(raw, "hostPath")
+
+
 def _mount(mount: Mount, info: ValidationInfo) -> Mount:
     _paths(mount, "hostPath", info)
     return mount
@@ -199,10 +206,7 @@ class ResourceConfig(_Model):
 
     name: _ResourceName
     device_nodes: tuple[Annotated[DeviceNode, BeforeValidator(_node_input), AfterValidator(_node)], ...] = ()
-    mounts: tuple[
-        Annotated[Mount, BeforeValidator(lambda v: _container_path(v, "hostPath")), AfterValidator(_mount)],
-        ...,
-    ] = ()
+    mounts: tuple[Annotated[Mount, BeforeValidator(_mount_input), AfterValidator(_mount)], ...] = ()
     env: Annotated[tuple[tuple[str, str], ...], BeforeValidator(_env)] = ()
     replicas: StrictInt = Field(1, ge=1, le=MAX_REPLICAS)
     cdi: Annotated[

@@ -87,6 +87,14 @@ def test_full_config() -> None:
             "resources[0].mounts[0].hostPath: expected an absolute path",
         ),
         (
+            res(pci={"vendor": "8086"}, mounts=[{"hostPath": "/opt/x", "readOnly": "yes"}]),
+            "resources[0].mounts[0].readOnly: expected true or false",
+        ),
+        (
+            res(pci={"vendor": "8086"}, mounts=[{"hostPath": "/opt/x", "readOnly": 0}]),
+            "resources[0].mounts[0].readOnly: expected true or false",
+        ),
+        (
             res(pci={"vendor": "8086"}, env={"1X": "a"}),
             "resources[0].env: '1X' is not a valid environment variable name",
         ),
