@@ -270,7 +270,7 @@ class ResourceConfig(_Model):
                 "extendedResourceName",
                 f"only for servedBy: dra (the device plugin serves {self.name} itself)",
             )
-        if self.cdi_kind and not _CDI_KIND.match(self.cdi_kind):
+        if self.cdi_kind is not None and not _CDI_KIND.match(self.cdi_kind):
             raise NestedError(
                 "cdi",
                 f"{self.cdi_kind!r} is not a CDI kind 'vendor.com/class' (class: letters, digits, '-', '_');"
@@ -306,7 +306,9 @@ class ResourceConfig(_Model):
     @property
     def cdi_kind(self) -> str | None:
         """``vendor.com/class`` when CDI is on."""
-        return None if self.cdi is None else self.cdi.kind or self.name
+        if self.cdi is None:
+            return None
+        return self.name if self.cdi.kind is None else self.cdi.kind  # "" is no kind: an error
 
     @property
     def cdi_version(self) -> str:

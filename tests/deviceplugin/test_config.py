@@ -100,6 +100,7 @@ def test_full_config() -> None:
         ),
         (res(pci={"vendor": "8086"}, cdi=True), "resources[0].cdi: a CDI device needs something to inject"),
         (res(devnode="/dev/x", cdi={"kind": "nodomain"}), "resources[0].cdi: 'nodomain' is not a CDI kind"),
+        (res(devnode="/dev/x", cdi={"kind": ""}), "resources[0].cdi: '' is not a CDI kind"),
         (res(devnode="/dev/x", cdi={"version": "9.9.9"}), "resources[0].cdi.version"),
         (
             {"resources": [{"name": "fpga", "devnode": "/dev/x"}]},
