@@ -191,6 +191,11 @@ def _one_server(raw: Any) -> Any:
     return raw[0] if isinstance(raw, list) and len(raw) == 1 else raw
 
 
+def _null_as(empty: Any) -> BeforeValidator:
+    """A key left empty in YAML (``deviceNodes:``) is null: the same as leaving it out."""
+    return BeforeValidator(lambda v: empty if v is None else v)
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid", frozen=True)
 
@@ -205,8 +210,12 @@ class ResourceConfig(_Model):
     a key of the registry's kinds), which becomes :attr:`kind` and :attr:`selector`."""
 
     name: _ResourceName
-    device_nodes: tuple[Annotated[DeviceNode, BeforeValidator(_node_input), AfterValidator(_node)], ...] = ()
-    mounts: tuple[Annotated[Mount, BeforeValidator(_mount_input), AfterValidator(_mount)], ...] = ()
+    device_nodes: Annotated[
+        tuple[Annotated[DeviceNode, BeforeValidator(_node_input), AfterValidator(_node)], ...], _null_as(())
+    ] = ()
+    mounts: Annotated[
+        tuple[Annotated[Mount, BeforeValidator(_mount_input), AfterValidator(_mount)], ...], _null_as(())
+    ] = ()
     env: Annotated[tuple[tuple[str, str], ...], BeforeValidator(_env)] = ()
     replicas: StrictInt = Field(1, ge=1, le=MAX_REPLICAS)
     cdi: Annotated[
@@ -325,7 +334,7 @@ class PluginConfig(_Model):
     # An empty list is allowed: a deployment may ship the plugin before anything is
     # configured; the plugin then serves nothing and says so.
     resources: tuple[ResourceConfig, ...]
-    dra: DraConfig = DraConfig()
+    dra: Annotated[DraConfig, _null_as({})] = DraConfig()
 
     @model_validator(mode="after")
     def _names(self) -> PluginConfig:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from nfd.devices.config import extended_resource_error, parse_config
+from nfd.devices.config import DEFAULT_DRIVER_NAME, extended_resource_error, parse_config
 from nfd.devices.model import ConfigError
 
 
@@ -22,6 +22,13 @@ def res(**kw: Any) -> dict[str, Any]:
 
 def test_empty_resource_list_is_allowed() -> None:
     assert parse_config({"resources": []}).resources == ()
+
+
+def test_keys_left_empty_are_keys_left_out() -> None:
+    """``deviceNodes:`` with its entries commented out is null in YAML."""
+    cfg = parse_config({**res(devnode="/dev/x", deviceNodes=None, mounts=None, env=None), "dra": None})
+    (r,) = cfg.resources
+    assert (r.device_nodes, r.mounts, r.env, cfg.driver_name) == ((), (), (), DEFAULT_DRIVER_NAME)
 
 
 def test_full_config() -> None:
