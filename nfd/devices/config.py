@@ -184,7 +184,7 @@ def _env(raw: Any, info: ValidationInfo) -> Any:
 
 
 def _one_server(raw: Any) -> Any:
-    if isinstance(raw, list) and set(raw) == {DEVICE_PLUGIN, DRA}:
+    if isinstance(raw, list) and {DEVICE_PLUGIN, DRA} == {v for v in raw if isinstance(v, str)}:
         raise ValueError(
             "served by the device plugin or by DRA, never both (one device must not be offered twice)"
         )
