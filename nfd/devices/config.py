@@ -152,6 +152,13 @@ def _node(node: DeviceNode, info: ValidationInfo) -> DeviceNode:
     return node
 
 
+def _mount_input(raw: Any) -> Any:
+    # Mount is a plain dataclass, validated in pydantic's lax mode: "yes" or 1 would pass as true.
+    if isinstance(raw, dict) and not isinstance(raw.get("readOnly", True), bool):
+        raise NestedError("readOnly", "expected true or false")
+    return _container_path(raw, "hostPath")
+
+
 def _mount(mount: Mount, info: ValidationInfo) -> Mount:
     _paths(mount, "hostPath", info)
     return mount
@@ -177,11 +184,16 @@ def _env(raw: Any, info: ValidationInfo) -> Any:
 
 
 def _one_server(raw: Any) -> Any:
-    if isinstance(raw, list) and set(raw) == {DEVICE_PLUGIN, DRA}:
+    if isinstance(raw, list) and {DEVICE_PLUGIN, DRA} == {v for v in raw if isinstance(v, str)}:
         raise ValueError(
             "served by the device plugin or by DRA, never both (one device must not be offered twice)"
         )
     return raw[0] if isinstance(raw, list) and len(raw) == 1 else raw
+
+
+def _null_as(empty: Any) -> BeforeValidator:
+    """A key left empty in YAML (``deviceNodes:``) is null: the same as leaving it out."""
+    return BeforeValidator(lambda v: empty if v is None else v)
 
 
 class _Model(BaseModel):
@@ -198,10 +210,11 @@ class ResourceConfig(_Model):
     a key of the registry's kinds), which becomes :attr:`kind` and :attr:`selector`."""
 
     name: _ResourceName
-    device_nodes: tuple[Annotated[DeviceNode, BeforeValidator(_node_input), AfterValidator(_node)], ...] = ()
-    mounts: tuple[
-        Annotated[Mount, BeforeValidator(lambda v: _container_path(v, "hostPath")), AfterValidator(_mount)],
-        ...,
+    device_nodes: Annotated[
+        tuple[Annotated[DeviceNode, BeforeValidator(_node_input), AfterValidator(_node)], ...], _null_as(())
+    ] = ()
+    mounts: Annotated[
+        tuple[Annotated[Mount, BeforeValidator(_mount_input), AfterValidator(_mount)], ...], _null_as(())
     ] = ()
     env: Annotated[tuple[tuple[str, str], ...], BeforeValidator(_env)] = ()
     replicas: StrictInt = Field(1, ge=1, le=MAX_REPLICAS)
@@ -266,7 +279,7 @@ class ResourceConfig(_Model):
                 "extendedResourceName",
                 f"only for servedBy: dra (the device plugin serves {self.name} itself)",
             )
-        if self.cdi_kind and not _CDI_KIND.match(self.cdi_kind):
+        if self.cdi_kind is not None and not _CDI_KIND.match(self.cdi_kind):
             raise NestedError(
                 "cdi",
                 f"{self.cdi_kind!r} is not a CDI kind 'vendor.com/class' (class: letters, digits, '-', '_');"
@@ -302,7 +315,9 @@ class ResourceConfig(_Model):
     @property
     def cdi_kind(self) -> str | None:
         """``vendor.com/class`` when CDI is on."""
-        return None if self.cdi is None else self.cdi.kind or self.name
+        if self.cdi is None:
+            return None
+        return self.name if self.cdi.kind is None else self.cdi.kind  # "" is no kind: an error
 
     @property
     def cdi_version(self) -> str:
@@ -319,7 +334,7 @@ class PluginConfig(_Model):
     # An empty list is allowed: a deployment may ship the plugin before anything is
     # configured; the plugin then serves nothing and says so.
     resources: tuple[ResourceConfig, ...]
-    dra: DraConfig = DraConfig()
+    dra: Annotated[DraConfig, _null_as({})] = DraConfig()
 
     @model_validator(mode="after")
     def _names(self) -> PluginConfig:

@@ -6,7 +6,8 @@ have the messages' names and fields as ``api/v1/api.proto`` declares them (the g
 ``api_pb2`` stays the reference: the PodResources stand-in serves it, and a test holds
 the two decoders equal). As protobuf decodes: fields not declared here (what kubelet adds
 later) are skipped, repeated numbers come packed or not, the last value of a singular
-field wins. Malformed input raises :class:`DecodeError`.
+scalar field wins, a singular message field given twice is merged (TopologyInfo's nodes
+add up). Malformed input raises :class:`DecodeError`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ LIST = "/v1.PodResourcesLister/List"
 GET_ALLOCATABLE = "/v1.PodResourcesLister/GetAllocatableResources"
 
 _VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
+# A varint's tenth byte may carry bits past the 64th; protobuf drops them.
+_MASK64 = (1 << 64) - 1
 
 
 _NONE: tuple[int, ...] = ()
@@ -77,7 +80,7 @@ def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
-            return result, pos
+            return result & _MASK64, pos
         shift += 7
     raise DecodeError("varint longer than 10 bytes")
 
@@ -105,8 +108,8 @@ def _fields(buf: memoryview) -> list[tuple[int, int, int | memoryview]]:
             value, pos = int.from_bytes(buf[pos : pos + width], "little"), pos + width
         else:
             raise DecodeError(f"field {number}: unsupported wire type {wire_type}")
-        if number == 0:
-            raise DecodeError("field number 0")
+        if not 0 < number < 1 << 29:
+            raise DecodeError(f"field number {number} out of range")
         out.append((number, wire_type, value))
     return out
 
@@ -160,7 +163,7 @@ class _Decoder:
                 if number == 1:
                     kind = self.string(value)
                 elif number == 3:
-                    topology = self.topology(value)
+                    topology += self.topology(value)  # a message given twice merges
             elif number == 2 and wire_type == _VARINT:
                 size = value
         return ContainerMemory(kind, size, topology)
@@ -174,7 +177,7 @@ class _Decoder:
                 elif number == 2:
                     ids.append(self.string(value))
                 elif number == 3:
-                    topology = self.topology(value)
+                    topology += self.topology(value)  # a message given twice merges
         return ContainerDevices(name, tuple(ids), topology)
 
     def held(self, buf: memoryview, devices: int, cpus: int, memory: int) -> _Held:

@@ -5,9 +5,9 @@ socket when it restarts. Each read connects anew and closes its channel after: b
 passes gRPC's core shuts down with its event-engine and timer threads (2.5 MiB of RSS),
 and a unix socket connects in well under a millisecond. While they run, those threads
 allocate: the overlay sets ``MALLOC_ARENA_MAX=2`` (read by glibc) so that they do not
-each keep a malloc arena of their own after they end. While the socket is missing or
-kubelet does not answer, :meth:`PodResources.read` returns None and logs one line, then
-nothing until kubelet answers again (which it logs too).
+each keep a malloc arena of their own after they end. While the socket is missing,
+kubelet does not answer or its answer does not decode, :meth:`PodResources.read` returns
+None and logs one line, then nothing until kubelet answers again (which it logs too).
 """
 
 from __future__ import annotations
@@ -52,16 +52,23 @@ class PodResources:
         options = [("grpc.max_receive_message_length", _MAX_MESSAGE)]
         try:
             with grpc.insecure_channel(f"unix:{self.socket}", options=options) as channel:
-                allocatable = channel.unary_unary(
-                    messages.GET_ALLOCATABLE, request_serializer=None, response_deserializer=messages.decode_allocatable
-                )(_EMPTY, timeout=self.timeout)
-                pods = channel.unary_unary(
-                    messages.LIST, request_serializer=None, response_deserializer=messages.decode_list
-                )(_EMPTY, timeout=self.timeout)
+                raw_allocatable, raw_pods = (
+                    channel.unary_unary(method, request_serializer=None, response_deserializer=None)(
+                        _EMPTY, timeout=self.timeout
+                    )
+                    for method in (messages.GET_ALLOCATABLE, messages.LIST)
+                )
         except grpc.RpcError as e:
             code = e.code() if isinstance(e, grpc.Call) else None
             detail = e.details() if isinstance(e, grpc.Call) else str(e)
             self._fail(f"{code.name if code else 'error'}: {detail}")
+            return None
+        # Decoded here, not as gRPC's response deserializer: gRPC would log a traceback
+        # each pass and answer only "Exception deserializing response!".
+        try:
+            allocatable, pods = messages.decode_allocatable(raw_allocatable), messages.decode_list(raw_pods)
+        except messages.DecodeError as e:
+            self._fail(f"a malformed answer: {e}")
             return None
         if self._waiting is not None:
             log.warning("kubelet's PodResources API at %s answers again", self.socket)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from nfd.devices.config import extended_resource_error, parse_config
+from nfd.devices.config import DEFAULT_DRIVER_NAME, extended_resource_error, parse_config
 from nfd.devices.model import ConfigError
 
 
@@ -22,6 +22,13 @@ def res(**kw: Any) -> dict[str, Any]:
 
 def test_empty_resource_list_is_allowed() -> None:
     assert parse_config({"resources": []}).resources == ()
+
+
+def test_keys_left_empty_are_keys_left_out() -> None:
+    """``deviceNodes:`` with its entries commented out is null in YAML."""
+    cfg = parse_config({**res(devnode="/dev/x", deviceNodes=None, mounts=None, env=None), "dra": None})
+    (r,) = cfg.resources
+    assert (r.device_nodes, r.mounts, r.env, cfg.driver_name) == ((), (), (), DEFAULT_DRIVER_NAME)
 
 
 def test_full_config() -> None:
@@ -69,6 +76,7 @@ def test_full_config() -> None:
             "resources[0]: needs exactly one device selector (pci, usb, devnode, gpu, fpga), got pci, usb",
         ),
         (res(pci={"vendor": "8086"}, colour="red"), "resources[0].colour: unknown key"),
+        (res(pci={"vendor": "8086"}, servedBy=[{"dra": True}]), "resources[0].servedBy: Input should be"),
         (res(pci={"vendor": "8086"}, replicas=0), "resources[0].replicas: Input should be greater than or equal to 1"),
         (
             res(pci={"vendor": "8086"}, deviceNodes=["/dev/x/{group}"]),
@@ -87,11 +95,20 @@ def test_full_config() -> None:
             "resources[0].mounts[0].hostPath: expected an absolute path",
         ),
         (
+            res(pci={"vendor": "8086"}, mounts=[{"hostPath": "/opt/x", "readOnly": "yes"}]),
+            "resources[0].mounts[0].readOnly: expected true or false",
+        ),
+        (
+            res(pci={"vendor": "8086"}, mounts=[{"hostPath": "/opt/x", "readOnly": 0}]),
+            "resources[0].mounts[0].readOnly: expected true or false",
+        ),
+        (
             res(pci={"vendor": "8086"}, env={"1X": "a"}),
             "resources[0].env: '1X' is not a valid environment variable name",
         ),
         (res(pci={"vendor": "8086"}, cdi=True), "resources[0].cdi: a CDI device needs something to inject"),
         (res(devnode="/dev/x", cdi={"kind": "nodomain"}), "resources[0].cdi: 'nodomain' is not a CDI kind"),
+        (res(devnode="/dev/x", cdi={"kind": ""}), "resources[0].cdi: '' is not a CDI kind"),
         (res(devnode="/dev/x", cdi={"version": "9.9.9"}), "resources[0].cdi.version"),
         (
             {"resources": [{"name": "fpga", "devnode": "/dev/x"}]},

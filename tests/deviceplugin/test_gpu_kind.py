@@ -291,6 +291,8 @@ def test_amd_cards_get_kfd_and_go_unhealthy_when_unbound(tmp_path: Path) -> None
         ({"vendor": "nvidia", "migProfile": "1g.10gb+"}, "not a MIG profile"),
         ({"vendor": "nvidia", "recoverAfter": "soon"}, "recoverAfter"),
         ({"vendor": "nvidia", "ignoreXids": ["79"]}, "ignoreXids"),
+        ({"vendor": "nvidia", "ignoreXids": 79}, "ignoreXids: expected a list"),
+        ({"vendor": "nvidia", "ignoreXids": {79: True}}, "ignoreXids: expected a list"),
         ({"vendor": "intel", "checkInterval": 5}, "vendor nvidia only"),
         ({"vendor": "nvidia", "colour": "green"}, "unknown selector key"),
     ],

@@ -1,12 +1,15 @@
 """Bad input costs that value only, with one clear log line: the kubelet socket missing,
-an unknown Topology Manager policy, PodResources naming NUMA nodes the machine lacks."""
+an unknown Topology Manager policy, PodResources naming NUMA nodes the machine lacks, a
+PodResources answer that is not a valid message."""
 
 from __future__ import annotations
 
 import logging
+from concurrent import futures
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from fixture_node import allocatable, pod_objects, pods, topo
 from podresources_standin import PodResourcesStandIn
@@ -17,6 +20,7 @@ from nfd.topology.api.v1 import api_pb2 as pb
 from nfd.topology.podwatch import pinned_containers
 from nfd.topology.updater import Settings, Updater
 
+ANSWERED = ("List", "GetAllocatableResources")
 PINNED = {
     (p["metadata"]["namespace"], p["metadata"]["name"]): pinned_containers(p)
     for p in pod_objects("numa-node")
@@ -79,6 +83,27 @@ def test_kubelet_going_away_mid_run_is_one_line_and_no_crash(
         assert u.run_once() is True
     assert any("answers again" in r.getMessage() for r in caplog.records)
     assert len(out) == 2
+
+
+def test_a_malformed_answer_is_one_line_naming_why_and_no_traceback(
+    host: HostRoot, sock_dir: Path, kubelet_config: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    truncated = b"\x0a\x05ab"  # a field of 5 bytes with 2 left
+    answers = {m: grpc.unary_unary_rpc_method_handler(lambda _r, _c: truncated) for m in ANSWERED}
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("v1.PodResourcesLister", answers),))
+    socket = sock_dir / "kubelet.sock"
+    server.add_insecure_port(f"unix:{socket}")
+    server.start()
+    try:
+        u = updater(host, socket, kubelet_config, [])
+        with caplog.at_level(logging.INFO):
+            assert [u.run_once() for _ in range(3)] == [False, False, False]
+    finally:
+        server.stop(grace=None)
+    logged = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.name for r in logged] == ["nfd.topology"] and logged[0].exc_info is None
+    assert "malformed" in logged[0].getMessage() and "past the end" in logged[0].getMessage()
 
 
 @pytest.mark.parametrize(

@@ -111,6 +111,8 @@ def test_identical_cpu_lists_share_one_decoded_tuple() -> None:
         tagged(1, 2, varint(50)) + b"short",  # longer than the message
         length(1, length(1, b"\xff\xfe")),  # a name that is not UTF-8
         tagged(1, 3, b""),  # groups: not proto3
+        tagged(0, 0, b"\x01"),  # field numbers run from 1
+        tagged(1 << 29, 0, b"\x01"),  # to 2^29 - 1
     ],
 )
 def test_malformed_answers_raise_decode_error(data: bytes) -> None:
@@ -122,3 +124,23 @@ def test_method_paths_are_the_services() -> None:
     (service,) = pb.DESCRIPTOR.services_by_name.values()
     paths = {f"/{service.full_name}/{m.name}" for m in service.methods}
     assert paths == {messages.LIST, messages.GET_ALLOCATABLE}
+
+
+def test_a_varint_keeps_64_bits_as_protobuf_does() -> None:
+    # Ten bytes whose last one carries bits past the 64th: -1 once they are dropped.
+    ten = b"\xff" * 9 + b"\x7f"
+    data = tagged(2, 0, ten) + length(3, tagged(2, 0, ten))  # a CPU ID, a memory size
+    decoded = messages.decode_allocatable(data)
+    assert decoded == as_protobuf_decodes_allocatable(data)
+    assert (decoded.cpu_ids, decoded.memory[0].size) == ((-1,), (1 << 64) - 1)
+
+
+def test_a_topology_given_twice_merges_as_protobuf_merges_it() -> None:
+    def topology(*ids: int) -> bytes:
+        return length(3, b"".join(length(1, tagged(1, 0, varint(i))) for i in ids))
+
+    device = length(1, b"example.com/dev") + topology(0) + topology(1)
+    data = length(1, device) + length(3, topology(2) + topology(3))  # a device, a memory block
+    decoded = messages.decode_allocatable(data)
+    assert decoded == as_protobuf_decodes_allocatable(data)
+    assert (decoded.devices[0].topology, decoded.memory[0].topology) == ((0, 1), (2, 3))

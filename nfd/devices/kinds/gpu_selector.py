@@ -44,8 +44,11 @@ def parse_selector(raw: Any, where: str) -> GpuSelector:
     nvidia_only = [k for k in ("recoverAfter", "checkInterval", "ignoreXids") if k in m]
     if nvidia_only and vendor != "nvidia":
         raise ConfigError(f"{where}.{nvidia_only[0]}: NVML health applies to vendor nvidia only")
+    xids = m.get("ignoreXids") or []
+    if not isinstance(xids, list):
+        raise ConfigError(f"{where}.ignoreXids: expected a list of XID numbers")
     ignore = set(APPLICATION_XIDS)
-    for x in m.get("ignoreXids") or []:
+    for x in xids:
         if isinstance(x, bool) or not isinstance(x, int) or x <= 0:
             raise ConfigError(f"{where}.ignoreXids: {x!r} is not an XID number")
         ignore.add(x)
