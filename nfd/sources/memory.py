@@ -65,9 +65,11 @@ def _nv(host: HostRoot) -> list[Instance]:
     return out
 
 
-def _hugepages(host: HostRoot) -> dict[str, str]:
-    base = str(host.sys / "kernel/mm/hugepages")
-    out = {"enabled": "false"}
+def hugepage_counts(base: str) -> dict[int, int]:
+    """Configured huge pages below a sysfs ``hugepages`` directory (the machine's
+    ``kernel/mm/hugepages`` or a NUMA node's ``hugepages``): page size in KiB -> page
+    count. A size whose count is not a number is left out, and said once."""
+    out: dict[int, int] = {}
     for entry in hostfiles.entries(base) or ():
         if not os.path.isdir(os.path.join(base, entry)):
             continue
@@ -81,9 +83,14 @@ def _hugepages(host: HostRoot) -> dict[str, str]:
             if raw is not None:
                 log.warning("ignoring %s: not a number", path)
             continue
-        out["hugepages-" + kib_quantity(size)] = str(total)
-        if total > 0:
-            out["enabled"] = "true"
+        out[size] = total
+    return out
+
+
+def _hugepages(host: HostRoot) -> dict[str, str]:
+    counts = hugepage_counts(str(host.sys / "kernel/mm/hugepages"))
+    out = {"enabled": str(any(n > 0 for n in counts.values())).lower()}
+    out.update({"hugepages-" + kib_quantity(size): str(n) for size, n in counts.items()})
     return out
 
 

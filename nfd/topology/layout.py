@@ -9,11 +9,11 @@ capacity); a machine without ``devices/system/node`` is one node holding every o
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
+from nfd import hostfiles
 from nfd.hostroot import HostRoot
-from nfd.sources.memory import kib_quantity
+from nfd.sources.memory import hugepage_counts, kib_quantity
 
 
 @dataclass(frozen=True)
@@ -36,14 +36,6 @@ class Layout:
         return frozenset(n.id for n in self.nodes)
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
 def parse_cpulist(text: str) -> frozenset[int]:
     """``0-3,8,10-11`` -> {0, 1, 2, 3, 8, 10, 11}; raises ValueError on anything else."""
     out: set[int] = set()
@@ -59,7 +51,7 @@ def parse_cpulist(text: str) -> frozenset[int]:
 
 
 def _cpus(path: str) -> frozenset[int]:
-    text = _read(path)
+    text = hostfiles.attr(path)
     if text is None:
         return frozenset()
     try:
@@ -69,7 +61,7 @@ def _cpus(path: str) -> frozenset[int]:
 
 
 def _mem_total(path: str) -> int | None:
-    for line in (_read(path) or "").splitlines():
+    for line in (hostfiles.read_text(path) or "").splitlines():
         parts = line.split()
         # "Node 0 MemTotal:       32768000 kB"
         if len(parts) >= 4 and parts[2] == "MemTotal:" and parts[3].isdigit():
@@ -78,21 +70,11 @@ def _mem_total(path: str) -> int | None:
 
 
 def _hugepages(base: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    try:
-        entries = sorted(os.listdir(base))
-    except OSError:
-        return out
-    for entry in entries:
-        size = entry.removeprefix("hugepages-").removesuffix("kB")
-        count = (_read(os.path.join(base, entry, "nr_hugepages")) or "").strip()
-        if size.isdigit() and count.isdigit():
-            out["hugepages-" + kib_quantity(int(size))] = int(count) * int(size) * 1024
-    return out
+    return {"hugepages-" + kib_quantity(size): n * size * 1024 for size, n in hugepage_counts(base).items()}
 
 
 def _distances(path: str, ids: list[int]) -> dict[int, int]:
-    values = (_read(path) or "").split()
+    values = (hostfiles.attr(path) or "").split()
     if len(values) != len(ids) or not all(v.isdigit() for v in values):
         return {}
     return {i: int(v) for i, v in zip(ids, values, strict=True)}
@@ -100,14 +82,11 @@ def _distances(path: str, ids: list[int]) -> dict[int, int]:
 
 def read_layout(host: HostRoot) -> Layout:
     base = host.sys / "devices/system/node"
-    try:
-        names = os.listdir(base)
-    except OSError:
-        names = []
+    names = hostfiles.list_dir(base)
     ids = sorted(int(n[4:]) for n in names if n.startswith("node") and n[4:].isdigit())
     if not ids:
         cpus = _cpus(host.sys / "devices/system/cpu/online")
-        meminfo = _read(host.proc / "meminfo") or ""
+        meminfo = hostfiles.read_text(host.proc / "meminfo") or ""
         total = next(
             (
                 int(p[1]) * 1024
