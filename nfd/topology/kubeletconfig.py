@@ -40,12 +40,12 @@ class TopologyPolicy:
 def parse(text: str, source: str) -> TopologyPolicy:
     """The policy in a kubelet config file's or configz answer's text; ``source`` names
     it in errors."""
-    import yaml  # JSON is YAML; configz answers come as JSON
+    from nfd import yamlfile  # JSON is YAML; configz answers come as JSON
 
     try:
-        data: Any = yaml.safe_load(text) if text.strip() else {}
-    except yaml.YAMLError as e:
-        raise PolicyError(f"{source}: not YAML or JSON ({e.__class__.__name__})") from None
+        data: Any = yamlfile.parse(text, source) if text.strip() else {}
+    except yamlfile.YamlFileError as e:
+        raise PolicyError(str(e).replace("not valid YAML", "not YAML or JSON", 1)) from None
     if isinstance(data, dict) and isinstance(data.get("kubeletconfig"), dict):
         data = data["kubeletconfig"]
     if not isinstance(data, dict):
@@ -66,9 +66,12 @@ def parse(text: str, source: str) -> TopologyPolicy:
 
 
 def load(path: str) -> TopologyPolicy:
+    """Read through :mod:`nfd.yamlfile`, as every YAML file is: bounded, UTF-8, never
+    blocking on a FIFO."""
+    from nfd import yamlfile
+
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise PolicyError(f"{path}: {e.strerror or e}") from None
+        text = yamlfile.read_text(path, limit=yamlfile.CONFIG_LIMIT)
+    except yamlfile.YamlFileError as e:
+        raise PolicyError(str(e)) from None
     return parse(text, path)

@@ -45,5 +45,18 @@ def test_bad_config_names_the_file_and_key(text: str, message: str) -> None:
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(PolicyError, match=r"config\.yaml: No such file"):
+    with pytest.raises(PolicyError, match=r"config\.yaml: no such file"):
         load(str(tmp_path / "config.yaml"))
+
+
+def test_a_binary_or_fifo_config_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    import os
+
+    binary = tmp_path / "config.bin"
+    binary.write_bytes(b"\xff\xfe\x00kubelet")
+    with pytest.raises(PolicyError, match=r"config\.bin: not UTF-8 text"):
+        load(str(binary))
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)  # read as a plain file it would wait for a writer
+    with pytest.raises(PolicyError, match=r"config\.fifo: not a regular file"):
+        load(str(fifo))
