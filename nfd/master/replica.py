@@ -58,13 +58,15 @@ def own_key(rec: NodeRecord | None) -> str:
     return _short(rec.own_digest, rec.device_plugin_resources)
 
 
-def node_item(store: NodeStore, rec: NodeRecord, digest: str) -> dict[str, Any]:
-    """A node's features as replicas send them to each other (the worker's wire shape)."""
+def node_item(store: NodeStore, rec: NodeRecord) -> dict[str, Any]:
+    """A node's features as replicas send them to each other (the worker's wire shape):
+    the worker's own, without what NodeFeature objects add (each replica merges those
+    itself; merged twice they would differ from the leader's, and so would own_key)."""
     return {
         "node": rec.name,
         "nfdVersion": rec.nfd_version,
         "devicePluginResources": sorted(rec.device_plugin_resources),
-        "features": store.features.get(digest).to_dict(),
+        "features": store.features.get(rec.own_digest).to_dict(),
     }
 
 
@@ -237,7 +239,7 @@ class Replica:
                     self.held.pop(node, None)
                 elif node in self.held:
                     sent[node] = own_key(rec)
-                    items.append({**node_item(store, rec, rec.own_digest), "base": self.held[node]})
+                    items.append({**node_item(store, rec), "base": self.held[node]})
             if not items:
                 continue
             answer = await self._post(url + HELD_PATH, {"items": items})

@@ -171,3 +171,31 @@ def test_hand_over_needs_the_masters_token_when_auth_is_on(fake_api):
         assert r.status_code == 403
         r = m.client.post(url, json=body, headers={"Authorization": f"Bearer {master_token}"})
         assert r.status_code == 200 and r.json()["taken"] == ["n1"]
+
+
+def test_held_features_reach_the_leader_for_a_node_with_nodefeature_objects(fake_api):
+    # The leader merges the object's features into the worker's; what the follower
+    # copied and what it hands over must still be the worker's own, else the leader
+    # sees another base and keeps the older features.
+    fake_api.create_node("n1")
+    fake_api.objects.create(
+        "nodefeatures",
+        {
+            "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+            "kind": "NodeFeature",
+            "metadata": {"name": "gfd", "namespace": NS, "labels": {"nfd.node.kubernetes.io/node-name": "n1"}},
+            "spec": {"features": {"attributes": {"fixture.extra": {"elements": {"gpu": "1"}}}}},
+        },
+        NS,
+    )
+    with kube_master(fake_api, leader__enabled=True, leader__identity="a") as a:
+        wait_for(lambda: a.runtime.elector.leader, what="a leads")
+        a.put("n1", {"x": "0"})
+        with kube_master(fake_api, leader__enabled=True, leader__identity="b") as b:
+            wait_for(lambda: b.view("n1")["digest"] == a.view("n1")["digest"], what="b copies n1")
+            url, a.runtime.elector.advertise_url = a.runtime.elector.advertise_url, ""
+            wait_for(lambda: b.runtime.leader_url() is None, what="b no longer knows a's address")
+            assert b.put("n1", {"x": "1"}).headers["x-nfd-outcome"] == "held"
+            a.runtime.elector.advertise_url = url
+            wait_for(lambda: not b.runtime.replica.held, what="b settled what it held")
+            wait_for(lambda: fake_api.labels("n1").get(f"{FNS}/fixture-x") == "1", what="a takes b's n1")
