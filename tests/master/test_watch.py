@@ -5,6 +5,7 @@ test_revocation.py, test_nodewatch.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -171,3 +172,32 @@ async def test_absent_means_none_and_a_failed_first_list_is_tried_again() -> Non
         assert w.synced and synced == [True] and seen.log == [("list", ["a"])]
     finally:
         w.stop()
+
+
+async def test_a_list_in_flight_is_waited_for_and_stop_cancels_it() -> None:
+    api = ScriptedApi(
+        lists=[[([obj("a", 5)], "10")], [([obj("b", 20)], "20")]],
+        watches=[[event("ERROR", {"kind": "Status", "code": 410, "message": "too old resource version"})]],
+    )
+    listing: list[str] = []
+    release = asyncio.Event()
+
+    async def listed(pages: Pages) -> None:
+        # The LIST after the 410 hangs: the thread waits for it (never a second one
+        # beside it), until stop() cancels it.
+        listing.append("start")
+        try:
+            async for _page in pages:
+                if len(listing) > 1:
+                    await release.wait()
+        except asyncio.CancelledError:
+            listing.append("cancelled")
+            raise
+
+    w = ListWatch(api=api, resource=RES, page_size=2, on_list=listed, on_event=lambda *_: None)  # type: ignore[arg-type]
+    await w.start()
+    await until(lambda: api.listed == 2, "the LIST after the 410")
+    w.stop()
+    await until(lambda: listing == ["start", "start", "cancelled"], "the LIST cancelled")
+    assert api.listed == 2 and not w.live
+
