@@ -172,6 +172,8 @@ class ListWatch:
         got = False
         self._resp = resp = self.api.open_watch(self.resource, self._rv)
         try:
+            if self._stop.is_set():  # stopped while it opened, too soon to shut it down
+                return got
             for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
                 if self._stop.is_set():
                     break

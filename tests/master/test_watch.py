@@ -201,3 +201,23 @@ async def test_a_list_in_flight_is_waited_for_and_stop_cancels_it() -> None:
     await until(lambda: listing == ["start", "start", "cancelled"], "the LIST cancelled")
     assert api.listed == 2 and not w.live
 
+
+async def test_a_watch_stopped_while_it_opens_is_not_read() -> None:
+    read: list[bool] = []
+
+    class Recorded(Stream):
+        def stream(self, amt: Any = None, decode_content: Any = None) -> Iterator[bytes]:
+            read.append(True)
+            yield from super().stream(amt, decode_content)
+
+    class StoppedWhileOpening(ScriptedApi):
+        def open_watch(self, res: Resource, rv: str) -> Stream:
+            w.stop()  # from another thread, before stop() can know the response
+            self.opened = Recorded(None)  # stays open until shut down
+            return self.opened
+
+    api = StoppedWhileOpening(lists=[[([obj("a", 5)], "10")]], watches=[])
+    w = loop_on(api, Seen())
+    await w.start()
+    await until(lambda: hasattr(api, "opened") and api.opened.closed.is_set(), "the watch closed")
+    assert read == []
