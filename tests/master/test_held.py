@@ -4,13 +4,22 @@ older features over what it got since."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from types import SimpleNamespace
+from typing import Any
 
+from nfd.config import WorkerConfig
+from nfd.master.decide import Decider
 from nfd.master.leader import URL_ANNOTATION
+from nfd.master.metrics import Metrics
+from nfd.master.replica import Replica, own_key
+from nfd.master.service import MasterService
+from nfd.policy import Policy
 
-from .helpers import features_with
+from .helpers import FixtureSource, features_with
 from .kubehelpers import MasterHandle, kube_master, wait_for
 
 FNS = "feature.node.kubernetes.io"
@@ -199,3 +208,29 @@ def test_held_features_reach_the_leader_for_a_node_with_nodefeature_objects(fake
             a.runtime.elector.advertise_url = url
             wait_for(lambda: not b.runtime.replica.held, what="b settled what it held")
             wait_for(lambda: fake_api.labels("n1").get(f"{FNS}/fixture-x") == "1", what="a takes b's n1")
+
+
+async def test_a_node_held_again_during_a_hand_over_keeps_its_newer_base() -> None:
+    # While the hand-over of x=1 is on its way, the worker's x=2 is forwarded (the leader
+    # holds it) and its x=3 held. The leader took x=1 before x=2 came; what it holds for
+    # the node is x=2's key, so that is the base x=3 goes with next round.
+    svc = MasterService(
+        decider=Decider(sources=[FixtureSource()], config=WorkerConfig(), policy=Policy()), metrics=Metrics()
+    )
+    rt = SimpleNamespace(service=svc, own_token=lambda: "")
+    replica = Replica(rt)  # type: ignore[arg-type]
+    svc.submit("n1", features=features_with({"x": "1"}))
+    replica.hold("n1", "")
+    x2: list[str] = []
+
+    async def send(url: str, method: str, headers: dict[str, str], body: bytes) -> tuple[int, list[Any], bytes]:
+        svc.submit("n1", features=features_with({"x": "2"}))
+        replica.passed("n1")
+        x2.append(own_key(svc.store.get("n1")))
+        svc.submit("n1", features=features_with({"x": "3"}))
+        replica.hold("n1", x2[0])
+        return 200, [], json.dumps({"taken": ["n1"], "kept": []}).encode()
+
+    rt.forwarder = SimpleNamespace(send=send)
+    await replica.hand_over("http://leader")
+    assert replica.held == {"n1": x2[0]}
