@@ -97,6 +97,8 @@ class ListWatch:
                 resp.shutdown()  # unblocks the thread's read
             except (OSError, ValueError, RuntimeError):  # released meanwhile: nothing to unblock
                 pass
+            except AttributeError:  # urllib3 before 2.3: the thread stops at its next line
+                pass
 
     async def relist(self) -> None:
         """One paginated LIST through ``on_list``; the watch goes on from its

@@ -221,3 +221,32 @@ async def test_a_watch_stopped_while_it_opens_is_not_read() -> None:
     await w.start()
     await until(lambda: hasattr(api, "opened") and api.opened.closed.is_set(), "the watch closed")
     assert read == []
+
+
+async def test_stop_does_not_need_a_response_that_can_shut_down() -> None:
+    class Urllib3BeforeShutdown(Stream):  # urllib3 before 2.3
+        reading = threading.Event()
+
+        def stream(self, amt: Any = None, decode_content: Any = None) -> Iterator[bytes]:
+            self.reading.set()
+            yield from super().stream(amt, decode_content)
+
+        def __getattribute__(self, name: str) -> Any:
+            if name == "shutdown":
+                raise AttributeError(name)
+            return super().__getattribute__(name)
+
+    opened = Urllib3BeforeShutdown(None)
+
+    class Old(ScriptedApi):
+        def open_watch(self, res: Resource, rv: str) -> Stream:
+            return opened
+
+    w = loop_on(Old(lists=[[([obj("a", 5)], "10")]], watches=[]), Seen())
+    await w.start()
+    await until(opened.reading.is_set, "the watch read")
+    try:
+        w.stop()
+        assert not w.live
+    finally:
+        opened.closed.set()  # what its next line would do
