@@ -58,13 +58,15 @@ def own_key(rec: NodeRecord | None) -> str:
     return _short(rec.own_digest, rec.device_plugin_resources)
 
 
-def node_item(store: NodeStore, rec: NodeRecord, digest: str) -> dict[str, Any]:
-    """A node's features as replicas send them to each other (the worker's wire shape)."""
+def node_item(store: NodeStore, rec: NodeRecord) -> dict[str, Any]:
+    """A node's features as replicas send them to each other (the worker's wire shape):
+    the worker's own, without what NodeFeature objects add (each replica merges those
+    itself; merged twice they would differ from the leader's, and so would own_key)."""
     return {
         "node": rec.name,
         "nfdVersion": rec.nfd_version,
         "devicePluginResources": sorted(rec.device_plugin_resources),
-        "features": store.features.get(digest).to_dict(),
+        "features": store.features.get(rec.own_digest).to_dict(),
     }
 
 
@@ -230,25 +232,26 @@ class Replica:
         store = self.rt.service.store
         nodes = list(self.held)
         for i in range(0, len(nodes), PAGE):
-            items, sent = [], {}
+            items, sent = [], {}  # node -> (own_key sent, base sent)
             for node in nodes[i : i + PAGE]:
                 rec = store.get(node)
                 if rec is None or not rec.has_worker:  # forgotten since: nothing to hand over
                     self.held.pop(node, None)
                 elif node in self.held:
-                    sent[node] = own_key(rec)
-                    items.append({**node_item(store, rec, rec.own_digest), "base": self.held[node]})
+                    sent[node] = (own_key(rec), self.held[node])
+                    items.append({**node_item(store, rec), "base": self.held[node]})
             if not items:
                 continue
             answer = await self._post(url + HELD_PATH, {"items": items})
             taken = set(answer.get("taken") or ())
             for node in taken | set(answer.get("kept") or ()):
-                if node not in sent or node not in self.held:
+                # Passed to the leader and noted again meanwhile: the newer base stands.
+                if node not in sent or self.held.get(node) != sent[node][1]:
                     continue
-                if own_key(store.get(node)) == sent[node]:
+                if own_key(store.get(node)) == sent[node][0]:
                     del self.held[node]
                 elif node in taken:  # newer came meanwhile: the leader holds what was sent
-                    self.held[node] = sent[node]
+                    self.held[node] = sent[node][0]
 
     async def pull(self, url: str) -> bool:
         """One page from the leader; True when it said there is more (and this page

@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from concurrent.futures import Future
 from typing import Any
 
 from nfd.master.apierrors import KubeError, from_exception
@@ -65,6 +66,7 @@ class ListWatch:
         self._thread: threading.Thread | None = None
         self._resp: Any = None  # the watch response being read
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._relisting: Future[None] | None = None  # the thread's LIST on the event loop
 
     async def start(self) -> None:
         """List, then watch; a LIST that fails is tried again in the background."""
@@ -86,11 +88,16 @@ class ListWatch:
     def stop(self) -> None:
         self._stop.set()
         self.live = False
+        relisting = self._relisting
+        if relisting is not None:
+            relisting.cancel()
         resp = self._resp
         if resp is not None:
             try:
                 resp.shutdown()  # unblocks the thread's read
             except (OSError, ValueError, RuntimeError):  # released meanwhile: nothing to unblock
+                pass
+            except AttributeError:  # urllib3 before 2.3: the thread stops at its next line
                 pass
 
     async def relist(self) -> None:
@@ -140,10 +147,23 @@ class ListWatch:
             delay = min(delay * 2, BACKOFF_MAX_S)
             if expired:
                 try:
-                    asyncio.run_coroutine_threadsafe(self.relist(), self._loop).result(timeout=120)
+                    self._relist_from_thread()
                     expired = False
                 except Exception as e:
                     log.info("%s relist failed: %s", self.resource.plural, e)
+
+    def _relist_from_thread(self) -> None:
+        """``relist`` on the event loop, waited for to its end: a slow LIST is never
+        given up on while it still runs (the next would run beside it, and the older one,
+        ending last, would leave its older view). ``stop`` cancels it."""
+        assert self._loop is not None
+        self._relisting = fut = asyncio.run_coroutine_threadsafe(self.relist(), self._loop)
+        if self._stop.is_set():  # stopped meanwhile: stop() may not have seen it
+            fut.cancel()
+        try:
+            fut.result()
+        finally:
+            self._relisting = None
 
     def _watch(self) -> bool:
         """One watch, until the server ends it or it breaks (raises); whether any event
@@ -154,6 +174,8 @@ class ListWatch:
         got = False
         self._resp = resp = self.api.open_watch(self.resource, self._rv)
         try:
+            if self._stop.is_set():  # stopped while it opened, too soon to shut it down
+                return got
             for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
                 if self._stop.is_set():
                     break

@@ -4,13 +4,22 @@ older features over what it got since."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from types import SimpleNamespace
+from typing import Any
 
+from nfd.config import WorkerConfig
+from nfd.master.decide import Decider
 from nfd.master.leader import URL_ANNOTATION
+from nfd.master.metrics import Metrics
+from nfd.master.replica import Replica, own_key
+from nfd.master.service import MasterService
+from nfd.policy import Policy
 
-from .helpers import features_with
+from .helpers import FixtureSource, features_with
 from .kubehelpers import MasterHandle, kube_master, wait_for
 
 FNS = "feature.node.kubernetes.io"
@@ -171,3 +180,57 @@ def test_hand_over_needs_the_masters_token_when_auth_is_on(fake_api):
         assert r.status_code == 403
         r = m.client.post(url, json=body, headers={"Authorization": f"Bearer {master_token}"})
         assert r.status_code == 200 and r.json()["taken"] == ["n1"]
+
+
+def test_held_features_reach_the_leader_for_a_node_with_nodefeature_objects(fake_api):
+    # The leader merges the object's features into the worker's; what the follower
+    # copied and what it hands over must still be the worker's own, else the leader
+    # sees another base and keeps the older features.
+    fake_api.create_node("n1")
+    fake_api.objects.create(
+        "nodefeatures",
+        {
+            "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+            "kind": "NodeFeature",
+            "metadata": {"name": "gfd", "namespace": NS, "labels": {"nfd.node.kubernetes.io/node-name": "n1"}},
+            "spec": {"features": {"attributes": {"fixture.extra": {"elements": {"gpu": "1"}}}}},
+        },
+        NS,
+    )
+    with kube_master(fake_api, leader__enabled=True, leader__identity="a") as a:
+        wait_for(lambda: a.runtime.elector.leader, what="a leads")
+        a.put("n1", {"x": "0"})
+        with kube_master(fake_api, leader__enabled=True, leader__identity="b") as b:
+            wait_for(lambda: b.view("n1")["digest"] == a.view("n1")["digest"], what="b copies n1")
+            url, a.runtime.elector.advertise_url = a.runtime.elector.advertise_url, ""
+            wait_for(lambda: b.runtime.leader_url() is None, what="b no longer knows a's address")
+            assert b.put("n1", {"x": "1"}).headers["x-nfd-outcome"] == "held"
+            a.runtime.elector.advertise_url = url
+            wait_for(lambda: not b.runtime.replica.held, what="b settled what it held")
+            wait_for(lambda: fake_api.labels("n1").get(f"{FNS}/fixture-x") == "1", what="a takes b's n1")
+
+
+async def test_a_node_held_again_during_a_hand_over_keeps_its_newer_base() -> None:
+    # While the hand-over of x=1 is on its way, the worker's x=2 is forwarded (the leader
+    # holds it) and its x=3 held. The leader took x=1 before x=2 came; what it holds for
+    # the node is x=2's key, so that is the base x=3 goes with next round.
+    svc = MasterService(
+        decider=Decider(sources=[FixtureSource()], config=WorkerConfig(), policy=Policy()), metrics=Metrics()
+    )
+    rt = SimpleNamespace(service=svc, own_token=lambda: "")
+    replica = Replica(rt)  # type: ignore[arg-type]
+    svc.submit("n1", features=features_with({"x": "1"}))
+    replica.hold("n1", "")
+    x2: list[str] = []
+
+    async def send(url: str, method: str, headers: dict[str, str], body: bytes) -> tuple[int, list[Any], bytes]:
+        svc.submit("n1", features=features_with({"x": "2"}))
+        replica.passed("n1")
+        x2.append(own_key(svc.store.get("n1")))
+        svc.submit("n1", features=features_with({"x": "3"}))
+        replica.hold("n1", x2[0])
+        return 200, [], json.dumps({"taken": ["n1"], "kept": []}).encode()
+
+    rt.forwarder = SimpleNamespace(send=send)
+    await replica.hand_over("http://leader")
+    assert replica.held == {"n1": x2[0]}

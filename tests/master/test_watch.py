@@ -5,6 +5,7 @@ test_revocation.py, test_nodewatch.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -171,3 +172,81 @@ async def test_absent_means_none_and_a_failed_first_list_is_tried_again() -> Non
         assert w.synced and synced == [True] and seen.log == [("list", ["a"])]
     finally:
         w.stop()
+
+
+async def test_a_list_in_flight_is_waited_for_and_stop_cancels_it() -> None:
+    api = ScriptedApi(
+        lists=[[([obj("a", 5)], "10")], [([obj("b", 20)], "20")]],
+        watches=[[event("ERROR", {"kind": "Status", "code": 410, "message": "too old resource version"})]],
+    )
+    listing: list[str] = []
+    release = asyncio.Event()
+
+    async def listed(pages: Pages) -> None:
+        # The LIST after the 410 hangs: the thread waits for it (never a second one
+        # beside it), until stop() cancels it.
+        listing.append("start")
+        try:
+            async for _page in pages:
+                if len(listing) > 1:
+                    await release.wait()
+        except asyncio.CancelledError:
+            listing.append("cancelled")
+            raise
+
+    w = ListWatch(api=api, resource=RES, page_size=2, on_list=listed, on_event=lambda *_: None)  # type: ignore[arg-type]
+    await w.start()
+    await until(lambda: api.listed == 2, "the LIST after the 410")
+    w.stop()
+    await until(lambda: listing == ["start", "start", "cancelled"], "the LIST cancelled")
+    assert api.listed == 2 and not w.live
+
+
+async def test_a_watch_stopped_while_it_opens_is_not_read() -> None:
+    read: list[bool] = []
+
+    class Recorded(Stream):
+        def stream(self, amt: Any = None, decode_content: Any = None) -> Iterator[bytes]:
+            read.append(True)
+            yield from super().stream(amt, decode_content)
+
+    class StoppedWhileOpening(ScriptedApi):
+        def open_watch(self, res: Resource, rv: str) -> Stream:
+            w.stop()  # from another thread, before stop() can know the response
+            self.opened = Recorded(None)  # stays open until shut down
+            return self.opened
+
+    api = StoppedWhileOpening(lists=[[([obj("a", 5)], "10")]], watches=[])
+    w = loop_on(api, Seen())
+    await w.start()
+    await until(lambda: hasattr(api, "opened") and api.opened.closed.is_set(), "the watch closed")
+    assert read == []
+
+
+async def test_stop_does_not_need_a_response_that_can_shut_down() -> None:
+    class Urllib3BeforeShutdown(Stream):  # urllib3 before 2.3
+        reading = threading.Event()
+
+        def stream(self, amt: Any = None, decode_content: Any = None) -> Iterator[bytes]:
+            self.reading.set()
+            yield from super().stream(amt, decode_content)
+
+        def __getattribute__(self, name: str) -> Any:
+            if name == "shutdown":
+                raise AttributeError(name)
+            return super().__getattribute__(name)
+
+    opened = Urllib3BeforeShutdown(None)
+
+    class Old(ScriptedApi):
+        def open_watch(self, res: Resource, rv: str) -> Stream:
+            return opened
+
+    w = loop_on(Old(lists=[[([obj("a", 5)], "10")]], watches=[]), Seen())
+    await w.start()
+    await until(opened.reading.is_set, "the watch read")
+    try:
+        w.stop()
+        assert not w.live
+    finally:
+        opened.closed.set()  # what its next line would do

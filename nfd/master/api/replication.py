@@ -53,7 +53,7 @@ async def replicate(request: Request, rt: RuntimeDep) -> Response:
     if not isinstance(held, dict) or not all(isinstance(v, str) for v in held.values()):
         raise HTTPException(422, "body: expected {\"held\": {node: key}}")
     recs, more = wanted(rt.service.store, held, PAGE)
-    items = [node_item(rt.service.store, r, r.digest) for r in recs]
+    items = [node_item(rt.service.store, r) for r in recs]
     return Response(json.dumps({"items": items, "more": more}), media_type="application/json")
 
 
