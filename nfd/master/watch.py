@@ -35,8 +35,8 @@ def object_key(obj: dict[str, Any]) -> tuple[str, str]:
 
 class ListWatch:
     """``absent``: LIST statuses that mean "there are none" rather than a failure (404:
-    the CRD is not installed; 403: no rights to read them, and the rest of the master
-    works on without them). ``relist_after_break``: a broken watch lists again instead
+    the CRD is not installed; 403 on the first LIST: no rights to read them, and the rest
+    of the master works on without them; a 403 on a later LIST keeps what was listed). ``relist_after_break``: a broken watch lists again instead
     of resuming, for an owner whose ``live`` must mean no gap since a LIST."""
 
     def __init__(
@@ -112,7 +112,10 @@ class ListWatch:
                     rv = rv or str((page.get("metadata") or {}).get("resourceVersion") or "")
                     yield [o for o in page.get("items") or [] if isinstance(o, dict)]
             except KubeError as e:
-                if e.status not in self.absent:
+                # Once listed, a 403 is a rights problem that may pass (an RBAC change
+                # being rolled out): keep what was listed and try again, rather than take
+                # every object away. A 404 means the CRD went, and its objects with it.
+                if e.status not in self.absent or (e.status == 403 and self.synced):
                     raise
                 if e.status == 403:
                     log.error("not allowed to list %s (%s): going on without them", self.resource.plural, e)

@@ -250,3 +250,21 @@ async def test_stop_does_not_need_a_response_that_can_shut_down() -> None:
         assert not w.live
     finally:
         opened.closed.set()  # what its next line would do
+
+
+async def test_a_403_on_a_later_list_keeps_what_was_listed() -> None:
+    # A transient rights problem (an RBAC rollout) must not take every object away: the
+    # re-LIST after a 410 that gets 403 keeps the first LIST's objects and is tried again.
+    api = ScriptedApi(
+        lists=[[([obj("a", 5)], "10")], make(403, "forbidden"), [([obj("a", 5), obj("b", 21)], "30")]],
+        watches=[[event("ERROR", {"kind": "Status", "code": 410, "message": "too old resource version"})]],
+    )
+    seen = Seen()
+    w = loop_on(api, seen, absent=(403, 404))
+    await w.start()
+    try:
+        await until(lambda: api.listed == 3 and len(api.watched_from) == 2, "the LIST after the refused one")
+        assert seen.log == [("list", ["a"]), ("list", ["a", "b"])]  # never an empty list
+        assert api.watched_from == ["10", "30"]
+    finally:
+        w.stop()
