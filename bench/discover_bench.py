@@ -106,7 +106,9 @@ def main() -> None:
             walls[label].append(w)
             rss[label].append(r)
     bare = statistics.median(walls["bare"])
-    print(f"bare python -c pass ({runs} runs): median {bare * 1e3:.1f} ms (min {min(walls['bare']) * 1e3:.1f})")
+    print(
+        f"bare python -c pass ({runs} runs): median {bare * 1e3:.1f} ms (min {min(walls['bare']) * 1e3:.1f})"
+    )
     for label in pythons:
         med = statistics.median(walls[label])
         print(f"[{label}] nfd discover process: median wall {med * 1e3:.1f} ms "

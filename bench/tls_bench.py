@@ -61,7 +61,9 @@ def seed(port: int, ctx: ssl.SSLContext | None) -> bytes:
 
 
 def beat(c: http.client.HTTPConnection, body: bytes) -> None:
-    c.request("POST", f"/api/v1/nodes/{NODE}/heartbeat", body=body, headers={"Content-Type": "application/json"})
+    c.request(
+        "POST", f"/api/v1/nodes/{NODE}/heartbeat", body=body, headers={"Content-Type": "application/json"}
+    )
     r = c.getresponse()
     r.read()
     assert r.status == 200, r.status
@@ -100,7 +102,9 @@ def main() -> None:
     ports = {"plain": free_port(), "tls": free_port()}
     procs = {
         "plain": start_master(ports["plain"], "--no-publish", "--no-tls"),
-        "tls": start_master(ports["tls"], "--no-publish", "--tls-cert-file", str(cert), "--tls-key-file", str(key)),
+        "tls": start_master(
+            ports["tls"], "--no-publish", "--tls-cert-file", str(cert), "--tls-key-file", str(key)
+        ),
     }
     try:
         ctxs = {"plain": None, "tls": ctx}
@@ -114,7 +118,9 @@ def main() -> None:
                     n = fn(ports[kind], ctxs[kind], bodies[kind], a.seconds)
                     cpu.setdefault((what, kind), []).append((cpu_s(procs[kind].pid) - c0) / n * 1e3)
                     rate.setdefault((what, kind), []).append(n / a.seconds)
-        print(f"heartbeats, medians of {a.rounds} interleaved {a.seconds:g} s blocks (master on CPU 0, client on CPU 1)")
+        print(
+            f"heartbeats, medians of {a.rounds} interleaved {a.seconds:g} s blocks (master on CPU 0, client on CPU 1)"
+        )
         for what in ("kept-alive", "new connection"):
             r = {k: statistics.median(rate[(what, k)]) for k in ("plain", "tls")}
             ms = {k: statistics.median(cpu[(what, k)]) for k in ("plain", "tls")}

@@ -65,7 +65,9 @@ def workload(n: int, generation: int = 0) -> tuple[pb.ListPodResourcesResponse, 
         if i == 0 and generation % 2 == 1:
             continue
         pinned = i < GUARANTEED
-        name = f"app-{i}" if pinned or i != GUARANTEED + generation % (n - GUARANTEED) else f"churn-{generation}"
+        name = (
+            f"app-{i}" if pinned or i != GUARANTEED + generation % (n - GUARANTEED) else f"churn-{generation}"
+        )
         ns = f"team-{i % 10}"
         if pinned:
             z = i % 8
@@ -151,7 +153,10 @@ def main() -> None:
     try:
         host = HostRoot.under(write_sysfs(work / "host"))
         listed, objects = workload(args.pods)
-        with FakeApiServer() as fake, PodResourcesStandIn(work / "kubelet.sock", allocatable=allocatable(), pods=listed) as kubelet:
+        with (
+            FakeApiServer() as fake,
+            PodResourcesStandIn(work / "kubelet.sock", allocatable=allocatable(), pods=listed) as kubelet,
+        ):
             fake.create_node(NODE)
             for obj in objects:
                 fake.objects.create("pods", obj, namespace=obj["metadata"]["namespace"])
@@ -166,9 +171,17 @@ def main() -> None:
                 cwd="/", stderr=subprocess.DEVNULL, env={**os.environ, **env},
             )  # fmt: skip
             try:
-                fake.wait_for(lambda: fake.objects.exists("noderesourcetopologies", NODE), timeout=60, what="first write")
+                fake.wait_for(
+                    lambda: fake.objects.exists("noderesourcetopologies", NODE),
+                    timeout=60,
+                    what="first write",
+                )
                 time.sleep(args.interval * 2)
-                steady_mark, steady_calls, cpu0 = fake.log.mark(), kubelet.calls["List"], cpu_seconds(proc.pid)
+                steady_mark, steady_calls, cpu0 = (
+                    fake.log.mark(),
+                    kubelet.calls["List"],
+                    cpu_seconds(proc.pid),
+                )
                 start_passes = steady_calls - calls0
                 time.sleep(args.seconds)
                 steady = counts(fake, steady_mark)
@@ -210,12 +223,16 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
     per_min = 60.0 / args.seconds
-    print(f"node: 192 CPUs, 8 NUMA zones, {args.pods} pods ({GUARANTEED} Guaranteed); interval {args.interval:g}s")
+    print(
+        f"node: 192 CPUs, 8 NUMA zones, {args.pods} pods ({GUARANTEED} Guaranteed); interval {args.interval:g}s"
+    )
     print(f"start-up requests: {dict(first)}  (passes: {start_passes})")
     for label, c in (("steady", steady), ("churn, pods ending and starting every 2 s", churned)):
         print(f"{label}: API requests/min at {args.interval:g}s interval: "
               f"{ {f'{v} {r}': round(n * per_min, 1) for (v, r), n in sorted(c.items())} }")  # fmt: skip
-        writes = sum(n for (v, r), n in c.items() if v in ("create", "update") and "noderesourcetopologies" in r)
+        writes = sum(
+            n for (v, r), n in c.items() if v in ("create", "update") and "noderesourcetopologies" in r
+        )
         reads = sum(n for (v, r), n in c.items() if v == "get")
         print(f"  NRT writes/min {writes * per_min:.1f}; GETs/min {reads * per_min:.1f}; "
               f"per-pod GETs: {sum(n for (v, r), n in c.items() if v == 'get' and r == 'pods')}")  # fmt: skip

@@ -144,11 +144,16 @@ class WorkerConfig(Record, frozen=True):
 def load_worker_config(path: str | os.PathLike[str]) -> tuple[WorkerConfig, list[str]]:
     """Read an ``nfd-worker.conf``; returns the config and warnings about unknown keys.
     Raises ConfigError (see :func:`load_config_file`)."""
-    return load_config_file(path, lambda data, warnings: from_mapping(WorkerConfig, data or {}, warnings=warnings))
+    return load_config_file(
+        path, lambda data, warnings: from_mapping(WorkerConfig, data or {}, warnings=warnings)
+    )
 
 
 def load_config_file(
-    path: str | os.PathLike[str], build: Callable[[Any, list[str]], T], *, error: type[Exception] = ConfigError
+    path: str | os.PathLike[str],
+    build: Callable[[Any, list[str]], T],
+    *,
+    error: type[Exception] = ConfigError,
 ) -> tuple[T, list[str]]:
     """Any of nfd's config files (worker, master, device plugin): the YAML document,
     turned into settings by ``build(data, warnings)``. Raises ``error`` for a file that
@@ -187,7 +192,9 @@ def from_mapping(cls: type[R], data: Any, *, warnings: list[str], where: str = "
     for key, value in data.items():
         name = known.get(str(key))
         if name is None:
-            warnings.append(f"{where}: unknown key {key!r} ignored" if where else f"unknown key {key!r} ignored")
+            warnings.append(
+                f"{where}: unknown key {key!r} ignored" if where else f"unknown key {key!r} ignored"
+            )
             continue
         path = f"{where}.{key}" if where else str(key)
         raw = field_metadata(cls, name).get("raw", False)

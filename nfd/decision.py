@@ -94,7 +94,12 @@ def decide(
     if rules is not None:
         by_rule = rules.label_origins
         layers.append((rules.labels, lambda name: f"NodeFeatureRule {by_rule.get(name, '')}".rstrip()))
-        annotations, resources, taints, matched = rules.annotations, rules.extended_resources, rules.taints, rules.matched
+        annotations, resources, taints, matched = (
+            rules.annotations,
+            rules.extended_resources,
+            rules.taints,
+            rules.matched,
+        )
         all_errors += [str(e) for e in rules.errors]
     for items, source in layers:  # later layers win; within one, the prefixed spelling
         for name, value in qualified_labels(items).items():
@@ -152,4 +157,3 @@ def decide(
         rule_errors=tuple(all_errors),
         origins={name: origin[name] for name in accepted["labels"]},
     )
-

@@ -93,12 +93,9 @@ class Features(Record):
     def to_dict(self) -> dict[str, Any]:
         """Upstream's JSON shape; keys sorted, instance order kept."""
         return {
-            "flags": {
-                k: {"elements": {e: {} for e in sorted(self.flags[k])}} for k in sorted(self.flags)
-            },
+            "flags": {k: {"elements": {e: {} for e in sorted(self.flags[k])}} for k in sorted(self.flags)},
             "attributes": {
-                k: {"elements": dict(sorted(self.attributes[k].items()))}
-                for k in sorted(self.attributes)
+                k: {"elements": dict(sorted(self.attributes[k].items()))} for k in sorted(self.attributes)
             },
             "instances": {
                 k: {"elements": [{"attributes": dict(sorted(i.items()))} for i in self.instances[k]]}
@@ -149,9 +146,7 @@ class Features(Record):
             for i, inst in enumerate(elems):
                 attrs = inst.get("attributes") if isinstance(inst, Mapping) else None
                 attrs = {} if attrs is None else attrs
-                if not isinstance(attrs, Mapping) or not all(
-                    isinstance(v, str) for v in attrs.values()
-                ):
+                if not isinstance(attrs, Mapping) or not all(isinstance(v, str) for v in attrs.values()):
                     raise FeatureFormatError(
                         f"instances.{name}.elements[{i}].attributes: expected an object of strings"
                     )

@@ -61,5 +61,8 @@ def node_labels(
     through ``policy``; a failing source is in ``rule_errors``."""
     raw, errors = source_labels(sources, features, config)
     return decide(
-        labels=raw, features=features, policy=policy, errors=[f"source {n}: {e}" for n, e in sorted(errors.items())]
+        labels=raw,
+        features=features,
+        policy=policy,
+        errors=[f"source {n}: {e}" for n, e in sorted(errors.items())],
     )

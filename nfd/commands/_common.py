@@ -104,7 +104,9 @@ def add_node_name_argument(p: argparse.ArgumentParser, *, env_default: bool = Tr
     import os
 
     default = os.environ.get("NODE_NAME") if env_default else None
-    p.add_argument("--node-name", metavar="NAME", default=default, help="this node's name (default $NODE_NAME)")
+    p.add_argument(
+        "--node-name", metavar="NAME", default=default, help="this node's name (default $NODE_NAME)"
+    )
 
 
 def add_kubeconfig_argument(

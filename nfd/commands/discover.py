@@ -101,7 +101,9 @@ def run(args: argparse.Namespace) -> int:
     for problem in labelled.rule_errors:
         print(f"nfd discover: warning: {printable(problem)}", file=sys.stderr)
     for name, reason in labelled.rejected.get("labels", {}).items():
-        print(f"nfd discover: warning: label {printable(name)} left out: {printable(reason)}", file=sys.stderr)
+        print(
+            f"nfd discover: warning: label {printable(name)} left out: {printable(reason)}", file=sys.stderr
+        )
 
     out = sys.stdout
     if args.output == "labels":

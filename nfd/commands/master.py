@@ -61,10 +61,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="ConfigMap the master publishes its CA certificate in, as ca.crt (default nfd-master-ca)",
     )  # fmt: skip
     p.add_argument(
-        "--tls-service", metavar="NAME", help="the Service whose DNS names the certificate carries (default nfd-master)"
+        "--tls-service",
+        metavar="NAME",
+        help="the Service whose DNS names the certificate carries (default nfd-master)",
     )
     p.add_argument(
-        "--tls-dns-name", action="append", default=[], metavar="NAME", help="one more name for the certificate"
+        "--tls-dns-name",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="one more name for the certificate",
     )
     p.add_argument(
         "--max-body-bytes", type=int, metavar="N", help="largest accepted request body (default 2 MiB)"

@@ -154,4 +154,3 @@ def _env_errors(e: ValidationError) -> str:
     from nfd.validation import error_line
 
     return error_line(e, lambda loc: "NFD_MASTER_" + "__".join(str(p) for p in loc).upper(), every=True)
-

@@ -161,7 +161,9 @@ def _shape_problems(docs: list[Any]) -> list[str]:
         rules = (d.get("spec") or {}).get("rules") if isinstance(d.get("spec"), dict) else None
         for j, rule in enumerate(rules if isinstance(rules, list) else []):
             if isinstance(rule, dict) and not rule.get("name"):
-                out.append(f"rule {name}/spec.rules[{j}]: name is required (the API server refuses a rule without one)")
+                out.append(
+                    f"rule {name}/spec.rules[{j}]: name is required (the API server refuses a rule without one)"
+                )
     return out
 
 

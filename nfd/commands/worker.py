@@ -46,7 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_node_name_argument(p, env_default=False)
     p.add_argument("--sources", metavar="LIST", help="feature sources (as nfd discover)")
     p.add_argument(
-        "--sleep-interval", metavar="DURATION",
+        "--sleep-interval",
+        metavar="DURATION",
         help="time between passes, at least 1s; 0 = only at start and on changes "
         "(default core.sleepInterval, 60s)",
     )

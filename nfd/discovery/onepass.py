@@ -25,9 +25,7 @@ class DiscoveryResult(Record):
     durations: dict[str, float] = field(default_factory=dict)  # source -> seconds
 
 
-def discover(
-    sources: Iterable[FeatureSource], host: HostRoot, config: SourcesConfig
-) -> DiscoveryResult:
+def discover(sources: Iterable[FeatureSource], host: HostRoot, config: SourcesConfig) -> DiscoveryResult:
     """Run each source's discover(); a source that fails is logged and reported, and the
     other sources' features are kept."""
     result = DiscoveryResult()

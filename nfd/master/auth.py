@@ -149,7 +149,12 @@ class Authenticator:
         if now - e.reviewed < self.settings.revocation_window_s:
             return True
         r = e.result
-        return isinstance(r, Identity) and bool(r.pod_uid) and self.pods is not None and self.pods.vouches(r.pod_uid)
+        return (
+            isinstance(r, Identity)
+            and bool(r.pod_uid)
+            and self.pods is not None
+            and self.pods.vouches(r.pod_uid)
+        )
 
     async def _identity(self, authorization: str | None) -> Identity:
         token = bearer_token(authorization)
@@ -165,7 +170,12 @@ class Authenticator:
         except AuthError as e:
             result = e
         pods = self.pods
-        if isinstance(result, Identity) and result.pod_uid and pods is not None and pods.deleted(result.pod_uid):
+        if (
+            isinstance(result, Identity)
+            and result.pod_uid
+            and pods is not None
+            and pods.deleted(result.pod_uid)
+        ):
             # deleted while the review was under way
             result = AuthError(401, "invalid token: its pod was deleted")
         if not (isinstance(result, AuthError) and result.status >= 500):

@@ -134,7 +134,9 @@ class KubeApi:
 
         if metrics is not None:
             counter = metrics.api_requests
-            count_requests(api_client, lambda verb, resource: counter.labels(verb=verb, resource=resource).inc())
+            count_requests(
+                api_client, lambda verb, resource: counter.labels(verb=verb, resource=resource).inc()
+            )
 
         self._models = client
         self.api_client = api_client
@@ -276,7 +278,9 @@ class KubeApi:
             limited=False,
         )
 
-    async def replace_object(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def replace_object(
+        self, kind: str, namespace: str, name: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
         """PUT with the body's resourceVersion: 409 when someone wrote in between."""
         fn = getattr(self.core, f"replace_namespaced_{_KINDS[kind]}")
         return await self._call(  # type: ignore[no-any-return]
@@ -320,7 +324,9 @@ class KubeApi:
     def _collection(self, res: Resource) -> Callable[..., Any]:
         """The generated call that lists ``res``, and watches it with ``watch=True``."""
         if res.group:
-            return functools.partial(self.custom.list_cluster_custom_object, res.group, res.version, res.plural)
+            return functools.partial(
+                self.custom.list_cluster_custom_object, res.group, res.version, res.plural
+            )
         if res.plural == "nodes":
             return self.core.list_node
         if res.plural == "pods" and res.namespace:

@@ -102,7 +102,9 @@ class NodeSync:
         if prime:
             self.seen.clear()
         if pages is None:
-            pages = (page.get("items") or [] async for page in self.api.pages(NODES, limit=self.list_page_size))
+            pages = (
+                page.get("items") or [] async for page in self.api.pages(NODES, limit=self.list_page_size)
+            )
         async for items in pages:
             for node in items:
                 name = (node.get("metadata") or {}).get("name")

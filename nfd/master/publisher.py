@@ -189,7 +189,9 @@ class KubePublisher:
             # the node's next features request or the resync try again.
             if rec is not None:
                 rec.observed, rec.node_missing = None, True
-                rec.last_error = f"no Node {name!r} in the cluster; not retried until it is listed or sends features"
+                rec.last_error = (
+                    f"no Node {name!r} in the cluster; not retried until it is listed or sends features"
+                )
             log.warning("node %s: no such Node in the cluster; not retried", name)
             return False
         if rec is not None:

@@ -205,9 +205,11 @@ def build_runtime(
             # Nothing is written before the cluster's rules are known: labels would be
             # removed and re-added (upstream #1802).
             # Nor before the NodeFeature objects are: their labels would be removed.
-            may_write=lambda: (elector is None or elector.leader)
-            and (rules is None or rules.synced)
-            and (nodefeatures is None or nodefeatures.synced),
+            may_write=lambda: (
+                (elector is None or elector.leader)
+                and (rules is None or rules.synced)
+                and (nodefeatures is None or nodefeatures.synced)
+            ),
             on_gone=service.forget,
         )
         publisher = kp
@@ -223,7 +225,9 @@ def build_runtime(
                 on_started=started,
                 on_stopped=lambda: metrics.is_leader.set(0),
             )
-            elector.advertise_url = settings.leader.advertise_url or _pod_url(settings, tls=_serves_tls(settings, api))
+            elector.advertise_url = settings.leader.advertise_url or _pod_url(
+                settings, tls=_serves_tls(settings, api)
+            )
         else:
             metrics.is_leader.set(1)
     else:
@@ -287,8 +291,9 @@ def build_runtime(
             interval_s=settings.nodefeatures.gc_interval_s,
             page_size=settings.kube.list_page_size,
             # Only the leader, and only once it knows the cluster's objects.
-            is_leader=lambda: (elector is None or elector.leader)
-            and (nodefeatures is None or nodefeatures.synced),
+            is_leader=lambda: (
+                (elector is None or elector.leader) and (nodefeatures is None or nodefeatures.synced)
+            ),
         )
         if api is not None and settings.kube.publish and settings.nodefeatures.gc
         else None,
@@ -297,8 +302,9 @@ def build_runtime(
             api=api,
             page_size=settings.kube.list_page_size,
             # Statuses are the leader's to write, from the whole cluster's objects.
-            may_write=lambda: (elector is None or elector.leader)
-            and (nodefeatures is None or nodefeatures.synced),
+            may_write=lambda: (
+                (elector is None or elector.leader) and (nodefeatures is None or nodefeatures.synced)
+            ),
         )
         if api is not None and settings.kube.publish and settings.nodefeatures.groups
         else None,

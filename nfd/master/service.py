@@ -191,7 +191,12 @@ class MasterService:
         digest = enc.digest
         # A worker re-sending what it sent before (it restarted, or heartbeats are off)
         # costs no decision and no write.
-        if rec is not None and rec.has_worker and digest == rec.own_digest and dpr == rec.device_plugin_resources:
+        if (
+            rec is not None
+            and rec.has_worker
+            and digest == rec.own_digest
+            and dpr == rec.device_plugin_resources
+        ):
             return Submitted(rec, False)
         self.store.features.put(enc)
         objs = self.node_objects.get(name)
@@ -285,7 +290,9 @@ class MasterService:
 
             parts = self.store.features.parts(digest)
             for rec in recs:
-                d = self._decision(parts, features, rec.device_plugin_resources, self._node_labels.get(rec.name))
+                d = self._decision(
+                    parts, features, rec.device_plugin_resources, self._node_labels.get(rec.name)
+                )
                 if d != rec.decision:
                     rec.decision, rec.updated = d, now()
                     rec.generation += 1

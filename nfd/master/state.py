@@ -59,6 +59,7 @@ class NodeRecord:
     @property
     def own_digest(self) -> str:
         return self.worker_digest or self.digest
+
     node_missing: bool = False  # the API server has no such Node (the last write got 404)
 
 

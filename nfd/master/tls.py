@@ -85,7 +85,9 @@ async def ensure_certificate(api: KubeApi, s: TLSSettings) -> Bundle:
             await _publish_ca(api, s, current.ca_cert)
             return current
         ca: tuple[bytes, bytes] | None = None
-        if current is not None and not certs.ca_problem(current.ca_cert, current.ca_key, min_left=renew, now=now):
+        if current is not None and not certs.ca_problem(
+            current.ca_cert, current.ca_key, min_left=renew, now=now
+        ):
             ca = (current.ca_cert, current.ca_key)
         if ca is None:
             ca = certs.new_ca(days=s.ca_validity_days, now=now)
@@ -95,7 +97,11 @@ async def ensure_certificate(api: KubeApi, s: TLSSettings) -> Bundle:
         try:
             if secret is None:
                 await api.create_object("secret", s.namespace, body)
-                log.warning("TLS: made a CA and serving certificate, stored in Secret %s/%s", s.namespace, s.secret_name)
+                log.warning(
+                    "TLS: made a CA and serving certificate, stored in Secret %s/%s",
+                    s.namespace,
+                    s.secret_name,
+                )
             else:
                 await api.replace_object("secret", s.namespace, s.secret_name, body)
                 log.warning("TLS: serving certificate re-issued (%s)", why)
@@ -195,7 +201,9 @@ def _bundle(secret: dict[str, Any]) -> Bundle | None:
         parts = {k: base64.b64decode(data[k]) for k in ("ca.crt", "ca.key", "tls.crt", "tls.key")}
     except (KeyError, ValueError, TypeError):
         return None
-    return Bundle(ca_cert=parts["ca.crt"], ca_key=parts["ca.key"], cert=parts["tls.crt"], key=parts["tls.key"])
+    return Bundle(
+        ca_cert=parts["ca.crt"], ca_key=parts["ca.key"], cert=parts["tls.crt"], key=parts["tls.key"]
+    )
 
 
 def _secret_body(s: TLSSettings, b: Bundle, current: dict[str, Any] | None) -> dict[str, Any]:
@@ -210,7 +218,12 @@ def _secret_body(s: TLSSettings, b: Bundle, current: dict[str, Any] | None) -> d
         "kind": "Secret",
         "metadata": meta,
         "type": "kubernetes.io/tls",
-        "data": {"tls.crt": enc(b.cert), "tls.key": enc(b.key), "ca.crt": enc(b.ca_cert), "ca.key": enc(b.ca_key)},
+        "data": {
+            "tls.crt": enc(b.cert),
+            "tls.key": enc(b.key),
+            "ca.crt": enc(b.ca_cert),
+            "ca.key": enc(b.ca_key),
+        },
     }
 
 

@@ -28,7 +28,6 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-
 class DuplicateSourceError(ValueError):
     pass
 

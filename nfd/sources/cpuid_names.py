@@ -496,8 +496,6 @@ def _int(text: str | None) -> int:
         return 0
 
 
-
-
 def hypervisor_label(facts: X86Facts) -> str:
     """cpu.model hypervisor value for an x86 guest, as upstream derives it."""
     if facts.hypervisor_vendor != UNKNOWN_VENDOR:

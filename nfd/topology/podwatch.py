@@ -18,6 +18,7 @@ from nfd.topology.kubeapi import KubeApi, path
 
 log = logging.getLogger("nfd.topology")
 
+
 def whole_cpus(value: Any) -> bool:
     """Whether a CPU quantity is a whole number of CPUs (``2``, ``2000m``, ``2.0``; not
     ``1.5`` or ``500m``). Integer arithmetic: no ``decimal`` (a megabyte of RSS) for this."""

@@ -59,7 +59,9 @@ def test_a_binary_config_file_is_named(tmp_path: Path) -> None:
 def test_a_binary_file_in_the_rules_dir_is_named(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text("kind: NodeFeatureRule\n")
     (tmp_path / "b.yaml").write_bytes(BINARY)
-    one_line(nfd("master", "--no-publish", "--no-auth", "--rules-dir", str(tmp_path)), str(tmp_path / "b.yaml"))
+    one_line(
+        nfd("master", "--no-publish", "--no-auth", "--rules-dir", str(tmp_path)), str(tmp_path / "b.yaml")
+    )
 
 
 def test_a_bad_label_whitelist_names_the_key(tmp_path: Path) -> None:

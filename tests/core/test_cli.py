@@ -50,5 +50,7 @@ def test_labels_come_out_sorted_by_their_full_name(fixtures: Path) -> None:
     assert any(line.startswith("nvidia.com/") for line in lines)
     keys = [line.split("=", 1)[0] for line in lines]
     assert keys == sorted(keys)
-    doc = json.loads(nfd("discover", "--host-root", str(fixtures / "hosts" / "gpu-h100x8"), "-o", "json").stdout)
+    doc = json.loads(
+        nfd("discover", "--host-root", str(fixtures / "hosts" / "gpu-h100x8"), "-o", "json").stdout
+    )
     assert list(doc["labels"]) == sorted(doc["labels"])

@@ -67,7 +67,9 @@ def test_discover_imports_nothing_heavy() -> None:
 def _over_budget(modules: set[str]) -> list[str]:
     from nfd.discovery import budget
 
-    return sorted(m for m in modules if m not in budget.STDLIB | budget.NFD and not m.startswith(budget.NFD_PACKAGES))
+    return sorted(
+        m for m in modules if m not in budget.STDLIB | budget.NFD and not m.startswith(budget.NFD_PACKAGES)
+    )
 
 
 def test_discover_keeps_to_its_import_budget() -> None:
@@ -109,7 +111,9 @@ def test_a_process_run_writes_everything_before_it_ends() -> None:
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert p.stdout == out and len(out) > 10_000
-    bad = subprocess.run([sys.executable, "-m", "nfd", "discover", "--sources", "warp"], capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "nfd", "discover", "--sources", "warp"], capture_output=True, text=True
+    )
     assert bad.returncode == 2 and "warp" in bad.stderr
 
 

@@ -88,7 +88,10 @@ SERVICE_MONITOR_SCHEMA = {
                                                 "type": "object",
                                                 "required": ["name", "key"],
                                                 "additionalProperties": False,
-                                                "properties": {"name": {"type": "string"}, "key": {"type": "string"}},
+                                                "properties": {
+                                                    "name": {"type": "string"},
+                                                    "key": {"type": "string"},
+                                                },
                                             }
                                         },
                                     },
@@ -297,7 +300,11 @@ def test_master_rbac_is_exactly_what_it_needs(built: dict[str, list[dict[str, An
         ("nfd.k8s-sigs.io", "nodefeaturegroups/status", ("patch",)),
     }
     role = find(docs, "Role", "nfd-master")
-    named = {"leases": "nfd-master.nfd.kubernetes.io", "secrets": "nfd-master-tls", "configmaps": "nfd-master-ca"}
+    named = {
+        "leases": "nfd-master.nfd.kubernetes.io",
+        "secrets": "nfd-master-tls",
+        "configmaps": "nfd-master-ca",
+    }
     for rule in role["rules"]:
         assert "*" not in rule["verbs"]
         if rule["resources"] == ["pods"]:  # the workers' pods, watched

@@ -23,7 +23,9 @@ def test_regenerating_gives_identical_files(tmp_path: Path) -> None:
     for gen in GENERATED:
         for name in ("api_pb2.py", "api_pb2.pyi", "api_pb2_grpc.py", "api_pb2_grpc.pyi"):
             fresh = (tmp_path / gen / name).read_bytes()
-            assert fresh == (ROOT / gen / name).read_bytes(), f"{gen}/{name} is stale: run scripts/gen_proto.py"
+            assert fresh == (ROOT / gen / name).read_bytes(), (
+                f"{gen}/{name} is stale: run scripts/gen_proto.py"
+            )
 
 
 def fields(message: str) -> dict[str, int]:

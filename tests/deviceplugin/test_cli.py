@@ -59,7 +59,11 @@ def test_bad_config_is_one_line_exit_2(setup: tuple[Path, list[str]], config: ob
 
 def test_missing_config_file(tmp_path: Path) -> None:
     p = nfd("device-plugin", "--config", str(tmp_path / "nope.yaml"), "--check")
-    assert p.returncode == 2 and "nope.yaml: no such file" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert (
+        p.returncode == 2
+        and "nope.yaml: no such file" in p.stderr
+        and len(p.stderr.strip().splitlines()) == 1
+    )
 
 
 def test_check_prints_devices_and_warns_on_empty_glob(setup: tuple[Path, list[str]], fx: FixtureHost) -> None:

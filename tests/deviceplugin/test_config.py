@@ -77,7 +77,10 @@ def test_full_config() -> None:
         ),
         (res(pci={"vendor": "8086"}, colour="red"), "resources[0].colour: unknown key"),
         (res(pci={"vendor": "8086"}, servedBy=[{"dra": True}]), "resources[0].servedBy: Input should be"),
-        (res(pci={"vendor": "8086"}, replicas=0), "resources[0].replicas: Input should be greater than or equal to 1"),
+        (
+            res(pci={"vendor": "8086"}, replicas=0),
+            "resources[0].replicas: Input should be greater than or equal to 1",
+        ),
         (
             res(pci={"vendor": "8086"}, deviceNodes=["/dev/x/{group}"]),
             "resources[0].deviceNodes[0].path: unknown placeholder {group} (known: {address}",

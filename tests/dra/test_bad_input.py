@@ -247,8 +247,10 @@ def test_a_device_selected_for_both_ways_is_refused_by_both_commands(fx: Fixture
         " (example.com/fpga, devicePlugin) serves too; a device is served one way only"
     )
     assert (
-        one_line_error(nfd("dra", *common, "--node-name", NODE)) == f"nfd dra: error: config file {cfg}: {expect}"
+        one_line_error(nfd("dra", *common, "--node-name", NODE))
+        == f"nfd dra: error: config file {cfg}: {expect}"
     )
     assert (
-        one_line_error(nfd("device-plugin", *common)) == f"nfd device-plugin: error: config file {cfg}: {expect}"
+        one_line_error(nfd("device-plugin", *common))
+        == f"nfd device-plugin: error: config file {cfg}: {expect}"
     )

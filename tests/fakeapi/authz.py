@@ -135,12 +135,21 @@ class Authorizer:
     def review(self, body: dict[str, Any]) -> dict[str, Any]:
         """A SubjectAccessReview object in, the same with ``status`` out; invalid specs
         are refused as the API server refuses them."""
-        if body.get("kind") not in (None, "SubjectAccessReview") or body.get("apiVersion") not in (None, SAR_API):
+        if body.get("kind") not in (None, "SubjectAccessReview") or body.get("apiVersion") not in (
+            None,
+            SAR_API,
+        ):
             raise ApiError(400, "the request body is not an authorization.k8s.io/v1 SubjectAccessReview")
         spec = body.get("spec") or {}
         causes = []
         if ("resourceAttributes" in spec) == ("nonResourceAttributes" in spec):
-            causes.append(("spec.resourceAttributes", "", "exactly one of nonResourceAttributes or resourceAttributes must be specified"))
+            causes.append(
+                (
+                    "spec.resourceAttributes",
+                    "",
+                    "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+                )
+            )
         user, groups = spec.get("user") or "", list(spec.get("groups") or [])
         if not user and not groups:
             causes.append(("spec.user", "", "at least one of user or group must be specified"))

@@ -227,6 +227,8 @@ def _validate_nrt(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
     causes = _meta_causes(obj, old) + nrt_causes(obj)
     if causes:
         raise invalid("NodeResourceTopology", "topology.node.k8s.io", obj["metadata"]["name"], causes)
+
+
 _CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 MAX_CONFIG_BYTES = 1024 * 1024
 
@@ -242,7 +244,13 @@ def _config_data_causes(obj: dict[str, Any], fields: dict[str, bool]) -> list[tu
     for f, encoded in fields.items():
         for k, v in (obj.get(f) or {}).items():
             if not _CONFIG_KEY.match(k) or len(k) > 253 or k in (".", ".."):
-                causes.append((f"{f}[{k}]", k, "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"))
+                causes.append(
+                    (
+                        f"{f}[{k}]",
+                        k,
+                        "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                    )
+                )
             if not isinstance(v, str):
                 raise ApiError(400, f"{f}[{k}]: expected a string")
             if not encoded:

@@ -185,9 +185,7 @@ def test_stop_start_is_a_restart_with_refused_connections(fake_api: FakeApiServe
         assert node.metadata.resource_version == rv
 
 
-def test_overload_answers_429_with_retry_after_beyond_its_rate(
-    fake_api: FakeApiServer, core_v1: Any
-) -> None:
+def test_overload_answers_429_with_retry_after_beyond_its_rate(fake_api: FakeApiServer, core_v1: Any) -> None:
     fake_api.create_node("n")
     o = fake_api.faults.overload(5, burst=3, retry_after=2, verb="patch")
     statuses = []

@@ -105,7 +105,10 @@ class TokenRegistry:
         if pod and self.pod_alive is not None and user.username.startswith("system:serviceaccount:"):
             namespace = user.username.split(":")[2]
             if not self.pod_alive(namespace, pod[0], (user.extra.get(EXTRA_POD_UID) or ("",))[0]):
-                return {"user": {}, "error": "[invalid bearer token, service account token has been invalidated]"}
+                return {
+                    "user": {},
+                    "error": "[invalid bearer token, service account token has been invalidated]",
+                }
         granted = user.audiences or self.api_audiences
         common = [a for a in wanted if a in granted]
         if not common:

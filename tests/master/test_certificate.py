@@ -58,7 +58,9 @@ def names_in(cert: bytes) -> set[str]:
 
 
 def good(b: certs.Bundle, s: TLSSettings) -> bool:
-    return not certs.cert_problem(b, dns_names=dns_names(s), ips=["127.0.0.1"], min_left=dt.timedelta(days=30), now=NOW)
+    return not certs.cert_problem(
+        b, dns_names=dns_names(s), ips=["127.0.0.1"], min_left=dt.timedelta(days=30), now=NOW
+    )
 
 
 def test_made_once_then_reused(fake_api):
@@ -100,7 +102,9 @@ def test_a_conflicting_write_is_read_again(fake_api):
     store(fake_api, certs.Bundle(ca[0], ca[1], cert, key))
     fake_api.faults.fail(409, verb="update", resource="secrets")
     fake_api.faults.fail(409, verb="update", resource="configmaps")
-    fake_api.objects.create("configmaps", {"metadata": {"name": "nfd-master-ca"}, "data": {"ca.crt": "stale"}}, NS)
+    fake_api.objects.create(
+        "configmaps", {"metadata": {"name": "nfd-master-ca"}, "data": {"ca.crt": "stale"}}, NS
+    )
     b = ensure(fake_api)
     assert b == stored(fake_api) and good(b, TLSSettings(namespace=NS))
     assert published(fake_api) == ca[0].decode()
@@ -146,12 +150,16 @@ def test_a_running_master_serves_the_renewed_certificate(fake_api, tmp_path):
             assert asyncio.run(renew_once(api, s, files, ctx)) is False  # nothing new
             # Another replica renewed the certificate in the Secret (same CA).
             old = stored(fake_api)
-            cert, key = certs.issue(old.ca_cert, old.ca_key, dns_names=dns_names(s), ips=IPS, days=365, now=NOW)
+            cert, key = certs.issue(
+                old.ca_cert, old.ca_key, dns_names=dns_names(s), ips=IPS, days=365, now=NOW
+            )
             store(fake_api, certs.Bundle(old.ca_cert, old.ca_key, cert, key))
             assert asyncio.run(renew_once(api, s, files, ctx)) is True
         finally:
             api.close()
         assert files.cert.read_bytes() == cert
-        assert served_der(port) == x509.load_pem_x509_certificate(cert).public_bytes(serialization.Encoding.DER)
+        assert served_der(port) == x509.load_pem_x509_certificate(cert).public_bytes(
+            serialization.Encoding.DER
+        )
     finally:
         srv.close()

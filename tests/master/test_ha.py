@@ -19,8 +19,10 @@ NS = "node-feature-discovery"
 
 def _leader_and_follower(m1, m2):
     wait_for(
-        lambda: m1.runtime.elector.leader != m2.runtime.elector.leader
-        and (m1.runtime.elector.holder_url or m2.runtime.elector.holder_url),
+        lambda: (
+            m1.runtime.elector.leader != m2.runtime.elector.leader
+            and (m1.runtime.elector.holder_url or m2.runtime.elector.holder_url)
+        ),
         what="one leader",
     )
     leader, follower = (m1, m2) if m1.runtime.elector.leader else (m2, m1)
@@ -187,4 +189,3 @@ def test_a_new_replica_is_ready_only_once_it_holds_the_leaders_nodes(fake_api):
             wait_for(ready, what="new Ready")
             assert {r.name for r in new.runtime.service.store} == set(names)
             assert "copying the nodes' features from the leader" in seen
-

@@ -192,7 +192,11 @@ def test_held_features_reach_the_leader_for_a_node_with_nodefeature_objects(fake
         {
             "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
             "kind": "NodeFeature",
-            "metadata": {"name": "gfd", "namespace": NS, "labels": {"nfd.node.kubernetes.io/node-name": "n1"}},
+            "metadata": {
+                "name": "gfd",
+                "namespace": NS,
+                "labels": {"nfd.node.kubernetes.io/node-name": "n1"},
+            },
             "spec": {"features": {"attributes": {"fixture.extra": {"elements": {"gpu": "1"}}}}},
         },
         NS,
@@ -223,7 +227,9 @@ async def test_a_node_held_again_during_a_hand_over_keeps_its_newer_base() -> No
     replica.hold("n1", "")
     x2: list[str] = []
 
-    async def send(url: str, method: str, headers: dict[str, str], body: bytes) -> tuple[int, list[Any], bytes]:
+    async def send(
+        url: str, method: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, list[Any], bytes]:
         svc.submit("n1", features=features_with({"x": "2"}))
         replica.passed("n1")
         x2.append(own_key(svc.store.get("n1")))

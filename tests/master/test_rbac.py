@@ -65,7 +65,9 @@ def test_master_runs_on_the_shipped_rbac_alone(fake_api, tmp_path):
         time.sleep(0.5)  # let the leader's lease renewals and the watches run a little
     finally:
         m.stop()
-    forbidden = [(r.method, r.path) for r in fake_api.log.records(since=since, status=403) if r.user == MASTER_SA]
+    forbidden = [
+        (r.method, r.path) for r in fake_api.log.records(since=since, status=403) if r.user == MASTER_SA
+    ]
     assert forbidden == []
     used = {(r.verb, r.resource) for r in fake_api.log.records(since=since) if r.user == MASTER_SA}
     assert {("create", "secrets"), ("create", "configmaps"), ("watch", "pods"),

@@ -115,7 +115,9 @@ def test_node_missing_is_not_retried_until_it_sends_again(fake_api):
         wait_for(lambda: "no Node 'late' in the cluster" in m.view("late")["lastError"], what="a 404")
         assert m.view("late")["inSync"] is False
         time.sleep(1.0)  # backoff 0.01-0.2 s: a retrying master would have read it again by now
-        reads = [r for r in fake_api.log.records(since=mark) if r.resource_path == "nodes" and r.verb == "get"]
+        reads = [
+            r for r in fake_api.log.records(since=mark) if r.resource_path == "nodes" and r.verb == "get"
+        ]
         assert len(reads) == 1
         assert m.runtime.publisher.idle()
         fake_api.create_node("late")

@@ -18,7 +18,9 @@ TOKEN_REVIEWS = "tokenreviews.authentication.k8s.io"
 
 def heartbeat(m, node, digest, token):
     return m.client.post(
-        f"/api/v1/nodes/{node}/heartbeat", json={"digest": digest}, headers={"Authorization": f"Bearer {token}"}
+        f"/api/v1/nodes/{node}/heartbeat",
+        json={"digest": digest},
+        headers={"Authorization": f"Bearer {token}"},
     )
 
 

@@ -134,7 +134,9 @@ class Fleet:
             pod = self.of.setdefault(n, random.choice(self.pods))
             try:
                 if n in self.digest:
-                    r = await client.post(f"{pod.url}/api/v1/nodes/{n}/heartbeat", json={"digest": self.digest[n]})
+                    r = await client.post(
+                        f"{pod.url}/api/v1/nodes/{n}/heartbeat", json={"digest": self.digest[n]}
+                    )
                     if r.status_code == 200:
                         return
                     if r.status_code != 409:
@@ -225,7 +227,9 @@ def test_rolling_update_and_drain_lose_nothing_and_flap_nothing(fake_api, tmp_pa
         fleet.serve([old_a, old_b])
         asyncio.run(fleet.round(str(ca.file())))  # every node sends its features once
         fake_api.wait_for(
-            lambda: sum(1 for n in fake_api.nodes() if f"{FNS}/rollout-id" in n["metadata"]["labels"]) == NODES,
+            lambda: (
+                sum(1 for n in fake_api.nodes() if f"{FNS}/rollout-id" in n["metadata"]["labels"]) == NODES
+            ),
             # A bound, not a timing: late in a full run the fake API server shares this
             # process with everything earlier tests left behind, and answers slowly.
             timeout=600,

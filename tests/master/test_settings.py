@@ -27,7 +27,11 @@ def test_defaults_are_upstreams_but_the_write_rate():
     assert s.auth.worker_username == "system:serviceaccount:node-feature-discovery:nfd-worker"
     # Secure by default: TLS from the cluster's Secret, reviews cached, deletions watched.
     assert s.tls.enabled and s.tls.cert_file is None
-    assert (s.tls.secret_name, s.tls.ca_configmap, s.tls.service_name) == ("nfd-master-tls", "nfd-master-ca", "nfd-master")
+    assert (s.tls.secret_name, s.tls.ca_configmap, s.tls.service_name) == (
+        "nfd-master-tls",
+        "nfd-master-ca",
+        "nfd-master",
+    )
     assert s.auth.enabled and s.auth.watch_pods and s.auth.revocation_window_s == 5
 
 

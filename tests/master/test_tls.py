@@ -99,7 +99,16 @@ def test_worker_verifies_the_certificate_the_master_made(fake_api, tmp_path):
         assert secret["type"] == "kubernetes.io/tls"
         assert {"tls.crt", "tls.key", "ca.crt", "ca.key"} <= set(secret["data"])
         ca = published_ca(fake_api, tmp_path)
-        base = ["worker", "--oneshot", "--node-name", "n-tls", "--sources", "local", "--host-root", str(host.root)]
+        base = [
+            "worker",
+            "--oneshot",
+            "--node-name",
+            "n-tls",
+            "--sources",
+            "local",
+            "--host-root",
+            str(host.root),
+        ]
         for target in (f"https://localhost:{m.port}", url):  # the names and addresses it carries
             r = run_cli(*base, "--master", target, "--ca-file", str(ca))
             assert r.returncode == 0, r.stderr
@@ -111,7 +120,10 @@ def test_worker_verifies_the_certificate_the_master_made(fake_api, tmp_path):
         assert r.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in r.stderr
         # A name the certificate does not carry is refused too, as the worker's client checks.
         ctx = ssl.create_default_context(cafile=str(ca))
-        with socket.create_connection(("127.0.0.1", m.port)) as sock, pytest.raises(ssl.SSLCertVerificationError):
+        with (
+            socket.create_connection(("127.0.0.1", m.port)) as sock,
+            pytest.raises(ssl.SSLCertVerificationError),
+        ):
             ctx.wrap_socket(sock, server_hostname="nfd-master.elsewhere.svc")
         first = m.served_cert()
         assert [p.name.startswith("nfd-master-tls-") for p in (tmp_path / "tmp").iterdir()] == [True]
@@ -144,7 +156,9 @@ def test_two_replicas_starting_together_serve_one_certificate(fake_api, tmp_path
         ca = published_ca(fake_api, tmp_path)
         assert base64.b64decode(stored["data"]["ca.crt"]).decode() == ca.read_text()
         for m in (a, b):
-            r = httpx.get(f"https://localhost:{m.port}/healthz", verify=ssl.create_default_context(cafile=str(ca)))
+            r = httpx.get(
+                f"https://localhost:{m.port}/healthz", verify=ssl.create_default_context(cafile=str(ca))
+            )
             assert r.status_code == 200
     finally:
         a.stop()

@@ -90,7 +90,10 @@ spec:
     assert off["taints"] == []
     disabled = "taints are disabled (enable with --enable-taints)"
     assert off["rejected"] == {
-        "taints": {"feature.node.kubernetes.io/special=true:NoSchedule": disabled, "kubernetes.io/denied:NoSchedule": disabled}
+        "taints": {
+            "feature.node.kubernetes.io/special=true:NoSchedule": disabled,
+            "kubernetes.io/denied:NoSchedule": disabled,
+        }
     }
     assert f"taint kubernetes.io/denied:NoSchedule left out: {disabled}" in r.stderr
     assert off["labels"] == {"feature.node.kubernetes.io/k": "6"}
@@ -102,8 +105,7 @@ spec:
         {"key": "feature.node.kubernetes.io/special", "value": "true", "effect": "NoSchedule"}
     ]
     assert (
-        "taint kubernetes.io/denied:NoSchedule left out: namespace 'kubernetes.io' is not allowed"
-        in r.stderr
+        "taint kubernetes.io/denied:NoSchedule left out: namespace 'kubernetes.io' is not allowed" in r.stderr
     )
 
 
@@ -291,7 +293,14 @@ def test_local_discovery_on_a_fixture_host(tmp_path: Path) -> None:
         "json",
     )
     assert r.returncode == 0, r.stderr
-    assert set(json.loads(r.stdout)) == {"labels", "annotations", "extendedResources", "taints", "vars", "rejected"}
+    assert set(json.loads(r.stdout)) == {
+        "labels",
+        "annotations",
+        "extendedResources",
+        "taints",
+        "vars",
+        "rejected",
+    }
 
 
 def _write(p: Path, text: str) -> Path:
@@ -416,7 +425,10 @@ def test_a_rule_file_over_the_size_bound_is_refused_by_name(tmp_path: Path) -> N
         f.truncate(RULES_LIMIT + 1)
     r = nfd("--rules", str(big), "--features", str(BASELINE))
     assert r.returncode == 2
-    assert r.stderr.strip() == f"nfd rules: error: --rules {big}: {RULES_LIMIT + 1} bytes, more than the limit of 8 MiB"
+    assert (
+        r.stderr.strip()
+        == f"nfd rules: error: --rules {big}: {RULES_LIMIT + 1} bytes, more than the limit of 8 MiB"
+    )
 
 
 def test_yaml_is_parsed_with_libyaml_where_pyyaml_has_it() -> None:

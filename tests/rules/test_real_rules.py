@@ -268,7 +268,9 @@ def test_docs_examples(h: SimpleNamespace) -> None:
     assert pub_b17.labels["feature.node.kubernetes.io/custom-label"] == "customlabel"
     # "@kernel.config.LSM" resolves to "lockdown,yama,apparmor": not a valid label value,
     # so the label is dropped as upstream drops it.
-    assert "lockdown,yama,apparmor" in pub_b17.rejected["labels"]["feature.node.kubernetes.io/linux-lsm-enabled"]
+    assert (
+        "lockdown,yama,apparmor" in pub_b17.rejected["labels"]["feature.node.kubernetes.io/linux-lsm-enabled"]
+    )
     out, pub = publish(h.load_files(*names), f)
     labels = pub.labels
     assert labels["feature.node.kubernetes.io/vendor-0200-1234.present"] == "true"  # b29 shorthand

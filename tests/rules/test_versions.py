@@ -160,7 +160,9 @@ def test_a_number_too_long_for_python_is_the_rule_s_error_not_an_internal_one(h:
     rs = h.one_rule(
         {
             "labels": {"hit": "true"},
-            "matchFeatures": [{"feature": "t.attr", "matchExpressions": {"ver": {"op": "Gt", "value": ["1"]}}}],
+            "matchFeatures": [
+                {"feature": "t.attr", "matchExpressions": {"ver": {"op": "Gt", "value": ["1"]}}}
+            ],
         }
     )
     (error,) = h.run(rs, f).errors
@@ -172,7 +174,9 @@ def test_lint_takes_numbers_as_evaluation_does(h: SimpleNamespace, value: str) -
     rs = h.one_rule(
         {
             "labels": {"hit": "true"},
-            "matchFeatures": [{"feature": "t.attr", "matchExpressions": {"ver": {"op": "Gt", "value": [value]}}}],
+            "matchFeatures": [
+                {"feature": "t.attr", "matchExpressions": {"ver": {"op": "Gt", "value": [value]}}}
+            ],
         }
     )
     assert [e.reason for e in lint_rulesets(rs)] == [

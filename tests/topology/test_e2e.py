@@ -35,7 +35,10 @@ def _nrt(cluster: E2ECluster, name: str) -> dict[str, Any] | None:
 
 
 def test_updater_publishes_the_fixture_node(
-    e2e: E2ECluster, host: HostRoot, kubelet: PodResourcesStandIn, kubelet_config: Path  # noqa: F811
+    e2e: E2ECluster,  # noqa: F811 (the fixture imported above)
+    host: HostRoot,
+    kubelet: PodResourcesStandIn,
+    kubelet_config: Path,
 ) -> None:
     if e2e.real:
         from kubernetes import client

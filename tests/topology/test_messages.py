@@ -94,7 +94,12 @@ def test_what_protobuf_accepts_besides_decodes_the_same() -> None:
     decoded = messages.decode_list(data)
     assert decoded == as_protobuf_decodes_list(data)
     (c,) = decoded.pod_resources[0].containers
-    assert (c.name, c.cpu_ids, c.memory[0].size, c.memory[0].topology) == ("main", (7, 8, 300), 1 << 40, (-1,))
+    assert (c.name, c.cpu_ids, c.memory[0].size, c.memory[0].topology) == (
+        "main",
+        (7, 8, 300),
+        1 << 40,
+        (-1,),
+    )
 
 
 def test_identical_cpu_lists_share_one_decoded_tuple() -> None:

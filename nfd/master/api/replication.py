@@ -35,7 +35,9 @@ router = APIRouter(tags=["replication"])
                     "schema": {
                         "type": "object",
                         "required": ["held"],
-                        "properties": {"held": {"type": "object", "additionalProperties": {"type": "string"}}},
+                        "properties": {
+                            "held": {"type": "object", "additionalProperties": {"type": "string"}}
+                        },
                     }
                 }
             },
@@ -51,7 +53,7 @@ async def replicate(request: Request, rt: RuntimeDep) -> Response:
     except (ValueError, AttributeError):
         held = None
     if not isinstance(held, dict) or not all(isinstance(v, str) for v in held.values()):
-        raise HTTPException(422, "body: expected {\"held\": {node: key}}")
+        raise HTTPException(422, 'body: expected {"held": {node: key}}')
     recs, more = wanted(rt.service.store, held, PAGE)
     items = [node_item(rt.service.store, r) for r in recs]
     return Response(json.dumps({"items": items, "more": more}), media_type="application/json")

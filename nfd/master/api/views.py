@@ -57,7 +57,8 @@ def status_json(rec: NodeRecord) -> bytes:
         "lastError": rec.last_error,
         "ruleErrors": list(rec.decision.rule_errors),
         "labelOrigins": {
-            k: rec.label_objects.get(k, o) if o == "NodeFeature" else o for k, o in rec.decision.origins.items()
+            k: rec.label_objects.get(k, o) if o == "NodeFeature" else o
+            for k, o in rec.decision.origins.items()
         },
     }
     return response_json(rec)[:-1] + b", " + json.dumps(extra)[1:].encode()
