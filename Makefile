@@ -21,6 +21,7 @@ discover: $(BIN)/python
 
 lint:
 	$(BIN)/ruff check nfd tests bench scripts
+	$(BIN)/ruff format --check nfd tests bench scripts
 
 typecheck:
 	$(BIN)/mypy
