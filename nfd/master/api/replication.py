@@ -16,15 +16,19 @@ from nfd.master.runtime import Runtime
 
 router = APIRouter(tags=["replication"])
 
+# What a replica asking another may be answered besides 200 (see _leader_for_a_peer).
+_PEER_ERRORS: dict[int | str, dict[str, str]] = {
+    401: {"description": "no or bad token"},
+    403: {"description": "not the master's service account"},
+    409: {"description": "this replica does not lead"},
+    422: {"description": "malformed body"},
+    503: {"description": "cannot check the token now"},
+}
+
 
 @router.post(
     PATH,
-    responses={
-        401: {"description": "no or bad token"},
-        403: {"description": "not the master's service account"},
-        409: {"description": "this replica does not lead"},
-        422: {"description": "malformed body"},
-    },
+    responses=_PEER_ERRORS,
     # The body is read as it comes (no model copy of thousands of keys); its shape is
     # still declared.
     openapi_extra={
@@ -62,13 +66,7 @@ async def replicate(request: Request, rt: RuntimeDep) -> Response:
 @router.post(
     HELD_PATH,
     response_model=HeldResponse,
-    responses={
-        401: {"description": "no or bad token"},
-        403: {"description": "not the master's service account"},
-        409: {"description": "this replica does not lead"},
-        422: {"description": "malformed body"},
-        503: {"description": "cannot check the token now"},
-    },
+    responses=_PEER_ERRORS,
     # Read as it comes, so that the token is checked before anything about the body.
     openapi_extra={
         "requestBody": {
