@@ -47,7 +47,9 @@ class PassScheduler:
         self._lock = threading.Lock()
         self._running = False
         self._wanted = ""  # why another pass is wanted right after the current one
-        self._started = False
+        self._started = False  # set before the scheduler starts, cleared as stop() begins
+        self._idle = threading.Event()  # no pass is running
+        self._idle.set()
         self.last_outcome: Outcome | None = None
 
     def start(self) -> None:
@@ -60,13 +62,20 @@ class PassScheduler:
             name="discover and deliver",
             next_run_time=_now(),
         )
+        self._started = True  # before start(): the first pass may begin at once
         self._sched.start()
-        self._started = True
 
     def stop(self) -> None:
-        if self._started:
-            self._sched.shutdown(wait=True)
-            self._started = False
+        """Stop scheduling, then wait for a running pass to end."""
+        with self._lock:
+            if not self._started:
+                return
+            self._started = False  # a pass that has not begun returns at once
+        # Not shutdown(wait=True): it holds the job-store lock while it waits for the
+        # running pass, and that pass takes the lock when it ends (it reschedules):
+        # SIGTERM during a pass would hang the worker until it is killed.
+        self._sched.shutdown(wait=False)
+        self._idle.wait()
 
     @property
     def running(self) -> bool:
@@ -88,8 +97,17 @@ class PassScheduler:
 
     def _job(self) -> None:
         with self._lock:
+            if not self._started:  # stopping: a pass queued before shutdown does not run
+                return
             self._running = True
             self._wanted = ""
+            self._idle.clear()
+        try:
+            self._pass_and_reschedule()
+        finally:
+            self._idle.set()
+
+    def _pass_and_reschedule(self) -> None:
         outcome: Outcome | None = None
         try:
             outcome = self.worker.run_pass()

@@ -165,3 +165,24 @@ def test_a_pass_runs_when_the_features_change_by_themselves(
     wait_until(lambda: agent.worker.passes >= 2, what="the count")
     assert agent.worker.changes_at is None
     assert agent.scheduler._sched.get_job("nfd-worker-features-change") is None
+
+
+def test_stop_during_a_pass_waits_for_it_and_returns(
+    master: Master, source: FakePciSource, make_agent, node: str
+) -> None:
+    # SIGTERM while a pass runs (a rollout that restarts the master too makes that
+    # likely): the pass ends, reschedules nothing, and stop() returns.
+    agent = make_agent(FedMonitor())
+    wait_until(lambda: agent.worker.passes == 1, what="the first pass")
+    source.gate = threading.Event()
+    agent.scheduler.trigger("test: a pass to stop in")
+    wait_until(lambda: agent.worker.pass_started is not None, what="a pass in progress")
+    stopper = threading.Thread(target=agent.stop, daemon=True)
+    stopper.start()
+    wait_until(lambda: not agent.scheduler.running, what="the scheduler to begin stopping")
+    assert stopper.is_alive()  # it waits for the running pass
+    source.gate.set()
+    stopper.join(10)
+    assert not stopper.is_alive(), "stop() hung behind the pass it waited for"
+    assert agent.worker.passes == 2
+    assert pci_devices(master, node) == ["0300_1af4"]
