@@ -22,6 +22,8 @@ from nfd.lazylog import get_logger
 
 log = get_logger("nfd.sources")
 
+_PIECE = 16384  # bytes of the kernel config parsed at a time
+
 
 def parse_version(release: str) -> dict[str, str]:
     """``full`` as a valid label value, and its numeric parts. Parts that the release
@@ -36,15 +38,24 @@ def parse_version(release: str) -> dict[str, str]:
     return out
 
 
-def parse_kconfig(text: str) -> dict[str, str]:
+def parse_kconfig(data: bytes) -> dict[str, str]:
     """``CONFIG_X=v`` lines -> ``{X: v}`` with quotes trimmed from both ends of ``v``."""
     out: dict[str, str] = {}
-    # Splitting at line starts of "CONFIG_" skips the comment lines (most of the file)
-    # without looking at each: a third faster than a line loop.
-    for chunk in ("\n" + text).split("\nCONFIG_")[1:]:
-        name, sep, value = chunk.partition("\n")[0].partition("=")
-        if sep:
-            out[name] = value.strip('"')
+    # A piece at a time (cut after a newline), so that the transient copies stay small:
+    # the whole file's text, split, would leave a few hundred KiB of the worker's heap
+    # resident after the first pass.
+    start, size = 0, len(data)
+    while start < size:
+        end = data.find(b"\n", start + _PIECE)
+        end = size if end < 0 else end + 1
+        text = data[start:end].decode("utf-8", "replace")
+        # Splitting at line starts of "CONFIG_" skips the comment lines (most of the file)
+        # without looking at each: a third faster than a line loop.
+        for chunk in ("\n" + text).split("\nCONFIG_")[1:]:
+            name, sep, value = chunk.partition("\n")[0].partition("=")
+            if sep:
+                out[name] = value.strip('"')
+        start = end
     return out
 
 
@@ -113,7 +124,7 @@ def _parse_raw(path: HostPath, raw: bytes) -> dict[str, str] | None:
         if unzip.unconsumed_tail:
             log.warning("cannot decompress %s: more than %d bytes", path, hostfiles.MAX_BYTES)
             return None
-    return parse_kconfig(raw.decode("utf-8", "replace"))
+    return parse_kconfig(raw)
 
 
 def _loaded_modules(host: HostRoot) -> list[str] | None:

@@ -14,6 +14,7 @@ from nfd.config import KernelConfig, SourcesConfig
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.record import replace
+from nfd.sources import kernel
 from nfd.sources.kernel import KernelSource, parse_kconfig, parse_version
 
 SRC = KernelSource()
@@ -122,10 +123,21 @@ def test_parse_version_forms() -> None:
 
 
 def test_parse_kconfig_keeps_raw_values() -> None:
-    text = (
-        'CONFIG_A=y\nCONFIG_B=m\nCONFIG_C="x y"\n# CONFIG_D is not set\nCONFIG_E\nNOTCONFIG_F=1\nCONFIG_G=a=b'
-    )
+    text = b'CONFIG_A=y\nCONFIG_B=m\nCONFIG_C="x y"\n# CONFIG_D is not set\nCONFIG_E\nNOTCONFIG_F=1\nCONFIG_G=a=b'
     assert parse_kconfig(text) == {"A": "y", "B": "m", "C": "x y", "G": "a=b"}
+
+
+def test_parse_kconfig_in_pieces_loses_no_line() -> None:
+    # Longer than a piece, with lines of every length across the cuts, a value that is
+    # not UTF-8, and no newline at the end.
+    lines = [
+        f"CONFIG_OPT_{i}={'v' * (i % 97)}" if i % 5 else f"# CONFIG_OFF_{i} is not set" for i in range(3000)
+    ]
+    data = "\n".join(lines).encode() + b'\nCONFIG_BAD="\xff"\nCONFIG_LAST=y'
+    assert len(data) > 4 * kernel._PIECE
+    expected = {f"OPT_{i}": "v" * (i % 97) for i in range(3000) if i % 5}
+    expected |= {"BAD": "\ufffd", "LAST": "y"}
+    assert parse_kconfig(data) == expected
 
 
 def test_repeated_passes_follow_a_changed_config(
