@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from typing import Any
 
+    from nfd.canonical import GroupCache
+
 Labels = dict[str, str]
 Instance = dict[str, str]
 
@@ -108,13 +110,15 @@ class Features(Record):
 
         return json.dumps(self.to_dict(), indent=indent, sort_keys=indent is not None)
 
-    def digest(self) -> str:
-        """A content hash: equal features give equal digests, whatever their build order."""
-        import hashlib
-        import json
+    def digest(self, cache: GroupCache | None = None) -> str:
+        """A content hash: equal features give equal digests, whatever their build order.
+        ``cache``: groups seen before (the worker keeps the last pass's) are not
+        serialised again."""
+        from nfd.canonical import encode
 
-        canon = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canon.encode()).hexdigest()
+        return encode(
+            {"attributes": self.attributes, "flags": self.flags, "instances": self.instances}, cache
+        ).digest
 
     @classmethod
     def from_dict(cls, data: Any) -> Features:

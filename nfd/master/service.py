@@ -13,10 +13,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nfd.canonical import Encoded, GroupCache
 from nfd.decision import Decision
 from nfd.features import Features
 from nfd.master.decide import Decider
-from nfd.master.featurestore import Encoded, GroupCache, encode
+from nfd.master.featurestore import encode
 from nfd.master.metrics import Metrics
 from nfd.master.publisher import MemoryPublisher, Publisher
 from nfd.master.state import NodeRecord, NodeStore, now

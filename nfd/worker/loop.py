@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nfd import __version__
+from nfd.canonical import GroupCache
 from nfd.config import SourcesConfig
 from nfd.discovery import discover
 from nfd.features import Features
@@ -83,6 +84,8 @@ class Worker:
         self.changes_at: datetime | None = None
         # (digest, resources) the master last answered 200 to a full PUT for.
         self._accepted: tuple[str, tuple[str, ...]] | None = None
+        # The last pass's groups: an unchanged group (most are) is not serialised again.
+        self._groups = GroupCache(per_name=1)
         self._lock = threading.Lock()  # passes never overlap, whoever calls them
         self.passes = 0
         self.last_pass_end: float | None = None  # time.monotonic()
@@ -116,7 +119,7 @@ class Worker:
 
     def _pass(self) -> Outcome:
         features = self.discover()
-        digest = features.digest()
+        digest = features.digest(self._groups)
         self._refresh_plugin_resources(features)
         key = (digest, tuple(self.device_plugin_resources))
         try:
