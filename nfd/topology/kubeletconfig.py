@@ -45,7 +45,7 @@ def parse(text: str, source: str) -> TopologyPolicy:
     try:
         data: Any = yamlfile.parse(text, source) if text.strip() else {}
     except yamlfile.YamlFileError as e:
-        raise PolicyError(str(e).replace("not valid YAML", "not YAML or JSON", 1)) from None
+        raise PolicyError(str(e)) from None
     if isinstance(data, dict) and isinstance(data.get("kubeletconfig"), dict):
         data = data["kubeletconfig"]
     if not isinstance(data, dict):

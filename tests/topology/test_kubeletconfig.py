@@ -35,7 +35,7 @@ def test_policy_and_scope(text: str, policy: str, scope: str, legacy: str) -> No
         ),
         ("topologyManagerScope: 3\n", "cfg: topologyManagerScope 3 is not a Topology Manager scope"),
         ("- a\n- b\n", "cfg: expected a KubeletConfiguration mapping"),
-        ("a: [\n", "cfg: not YAML or JSON"),
+        ("a: [\n", "cfg: not valid YAML"),
     ],
 )
 def test_bad_config_names_the_file_and_key(text: str, message: str) -> None:
