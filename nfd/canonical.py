@@ -69,9 +69,21 @@ class GroupCache:
                 return gj, h
         gj = group_json(kind, elements)
         h = _hash(gj)[:32]
-        variants.insert(0, (elements, gj, h))
+        variants.insert(0, (_snapshot(elements), gj, h))
         del variants[self.per_name :]
         return gj, h
+
+
+def _snapshot(elements: Any) -> Any:
+    """A copy to compare later groups with: the caller may change its own in place (a
+    source that keeps its containers between passes) and must not find it still equal."""
+    if isinstance(elements, list):
+        return [dict(i) for i in elements]
+    if isinstance(elements, set | frozenset):
+        return frozenset(elements)
+    if isinstance(elements, dict):
+        return dict(elements)
+    return elements
 
 
 def encode(groups: Mapping[str, Mapping[str, Any]], cache: GroupCache | None = None) -> Encoded:

@@ -42,6 +42,17 @@ def test_a_cache_of_the_last_pass_gives_the_same_digests():
     assert changed.digest(cache) == changed.digest() != features().digest()
 
 
+def test_a_group_changed_in_place_is_not_taken_for_the_cached_one():
+    # A source may keep its containers from pass to pass and change them.
+    cache = GroupCache(per_name=1)
+    f = features()
+    f.digest(cache)
+    f.attributes["kernel.config"]["HZ"] = "250"
+    f.flags["cpu.cpuid"].add("AMX")
+    f.instances["pci.device"][0]["vendor"] = "1002"
+    assert f.digest(cache) == f.digest()
+
+
 def test_groups_come_apart_with_their_own_hashes():
     enc = encode({"attributes": {"x.y": {"k": "v"}}, "instances": {"p.d": [{"a": "1"}]}})
     assert [(kind, name) for kind, name, _h, _j in enc.parts] == [("attributes", "x.y"), ("instances", "p.d")]
