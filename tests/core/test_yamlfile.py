@@ -65,3 +65,12 @@ def test_a_value_yaml_cannot_build_is_a_yaml_error(tmp_path: Path, text: str, wh
     assert message(f).endswith(f": not valid YAML: {why}")
     with pytest.raises(YamlFileError):
         load_all(str(f))
+
+
+@pytest.mark.parametrize("text", ["a: !!timestamp x\n", "a: !!bool x\n", "a: !!int\n", "a: !!float x\n"])
+def test_a_tag_its_value_does_not_fit_is_a_yaml_error(tmp_path: Path, text: str) -> None:
+    """PyYAML's constructors fail with AttributeError, KeyError, IndexError or
+    ValueError for an explicit tag on a value of the wrong form."""
+    f = tmp_path / "bad.yaml"
+    f.write_text(text)
+    assert ": not valid YAML: " in message(f)
