@@ -100,7 +100,10 @@ HUGE = "0x" + "f" * 5000  # a number YAML builds and Python will not print in de
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('core:\n  labelWhiteList: "a{99999999999}"\n', "core.labelWhiteList: 'a{99999999999}' is not a valid"),
+        (
+            'core:\n  labelWhiteList: "a{99999999999}"\n',
+            "core.labelWhiteList: 'a{99999999999}' is not a valid",
+        ),
         ('core:\n  labelWhiteList: "' + "(" * 2000 + ')"\n', "core.labelWhiteList: '((("),
         ("core:\n  sleepInterval: .inf\n", "core.sleepInterval: inf is not a duration"),
         ("core:\n  sleepInterval: .nan\n", "core.sleepInterval: nan is not a duration"),
@@ -108,8 +111,14 @@ HUGE = "0x" + "f" * 5000  # a number YAML builds and Python will not print in de
         ("core:\n  sleepInterval: 1.0e+300\n", "core.sleepInterval: 1e+300 is not a duration"),
         (f"core:\n  sleepInterval: {HUGE}\n", "core.sleepInterval: a number of 20000 bits"),
         ("core:\n  sleepInterval: 99999999999h\n", "core.sleepInterval: '99999999999h' is longer than"),
-        (f"sources:\n  kernel:\n    kconfigFile: {HUGE}\n", "sources.kernel.kconfigFile: a number of 20000 bits"),
-        (f"sources:\n  pci:\n    deviceLabelFields: [{HUGE}]\n", "sources.pci.deviceLabelFields[0]: a number of 20000 bits"),
+        (
+            f"sources:\n  kernel:\n    kconfigFile: {HUGE}\n",
+            "sources.kernel.kconfigFile: a number of 20000 bits",
+        ),
+        (
+            f"sources:\n  pci:\n    deviceLabelFields: [{HUGE}]\n",
+            "sources.pci.deviceLabelFields[0]: a number of 20000 bits",
+        ),
     ],
 )
 def test_values_that_cannot_be_used_name_the_key(tmp_path: Path, text: str, message: str) -> None:

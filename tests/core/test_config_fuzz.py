@@ -94,7 +94,10 @@ def test_deep_nesting(tmp_path: Path) -> None:
 def test_the_commands_say_it_in_one_line(tmp_path: Path, text: str, needle: str) -> None:
     path = tmp_path / "nfd-worker.conf"
     path.write_text(text)
-    for command in (["discover"], ["worker", "--oneshot", "--node-name", "n1", "--master", "http://127.0.0.1:9"]):
+    for command in (
+        ["discover"],
+        ["worker", "--oneshot", "--node-name", "n1", "--master", "http://127.0.0.1:9"],
+    ):
         p = subprocess.run(
             [sys.executable, "-m", "nfd", *command, "--config", str(path)],
             capture_output=True, text=True, timeout=60, env={**os.environ, "NFD_DEBUG": ""},
