@@ -4,7 +4,7 @@ function calls, with ``missingkey=error`` as upstream executes them."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from nfd.rules import templatetree as tree
@@ -104,13 +104,14 @@ class Executor:
             del scope.vars[mark:]
 
     def range(self, n: tree.Control, v: Any, scope: Scope) -> None:
-        items: Sequence[tuple[Any, Any]]
+        items: Iterable[tuple[Any, Any]]
         if v is None:
-            items = []
+            items = ()
         elif isinstance(v, bool | str | float):
             raise TemplateError(f"range can't iterate over {go_str(v)}")
         elif isinstance(v, int):
-            items = _Pairs(range(max(v, 0)))
+            # One (i, i) at a time: ``range 1000000`` makes no list.
+            items = zip(range(v), range(v), strict=True) if v > 0 else ()
         elif isinstance(v, Mapping):
             items = [(k, v[k]) for k in sorted(v, key=str)]
         elif isinstance(v, list | tuple):
@@ -219,20 +220,6 @@ class Executor:
 
 
 _NOTHING: Any = object()
-
-
-class _Pairs(Sequence[tuple[int, int]]):
-    """``(i, i)`` for each i of a range, made as the loop takes them: ``range 1000000``
-    holds no million tuples."""
-
-    def __init__(self, r: range) -> None:
-        self.r = r
-
-    def __len__(self) -> int:
-        return len(self.r)
-
-    def __getitem__(self, i: Any) -> Any:
-        return (self.r[i], self.r[i])
 
 
 def _describe(o: tree.Operand) -> str:
