@@ -138,9 +138,7 @@ class Features(Record):
             if attributes is None:
                 out.attributes[name] = NullAttributes()
                 continue
-            for k, v in attributes.items():
-                if not isinstance(v, str):
-                    raise FeatureFormatError(f"attributes.{name}.elements.{k}: expected a string")
+            _strings(attributes, f"attributes.{name}.elements")
             out.attributes[name] = dict(attributes)
         for name, body in _groups(data, "instances"):
             elems = body.get("elements") or []
@@ -150,10 +148,11 @@ class Features(Record):
             for i, inst in enumerate(elems):
                 attrs = inst.get("attributes") if isinstance(inst, Mapping) else None
                 attrs = {} if attrs is None else attrs
-                if not isinstance(attrs, Mapping) or not all(isinstance(v, str) for v in attrs.values()):
+                if not isinstance(attrs, Mapping):
                     raise FeatureFormatError(
                         f"instances.{name}.elements[{i}].attributes: expected an object of strings"
                     )
+                _strings(attrs, f"instances.{name}.elements[{i}].attributes")
                 items.append(dict(attrs))
             out.instances[name] = items
         return out
@@ -181,6 +180,16 @@ def _groups(data: Mapping[str, Any], kind: str) -> Iterable[tuple[str, Mapping[s
         if not isinstance(body, Mapping):
             raise FeatureFormatError(f"{kind}.{name}: expected an object")
         yield str(name), body
+
+
+def _strings(elements: Mapping[Any, Any], where: str) -> None:
+    """Names and values are strings, as JSON's keys always are (YAML's may be numbers or
+    null, which the canonical encoder could not sort among strings)."""
+    for k, v in elements.items():
+        if not isinstance(k, str):
+            raise FeatureFormatError(f"{where}: the name {k!r} is not a string")
+        if not isinstance(v, str):
+            raise FeatureFormatError(f"{where}.{k}: expected a string")
 
 
 def _elements(body: Mapping[str, Any], where: str) -> Mapping[str, Any] | None:

@@ -36,11 +36,16 @@ scalars: st.SearchStrategy[Any] = st.one_of(
     st.sampled_from(SPECIAL_STRINGS),
 )
 
+# Mapping keys as YAML has them: mostly strings, some numbers, booleans and nulls.
+keys: st.SearchStrategy[Any] = st.one_of(
+    st.text(max_size=6), st.text(max_size=6), st.integers(-3, 3), st.booleans(), st.none()
+)
+
 junk: st.SearchStrategy[Any] = st.recursive(
     scalars,
     lambda inner: st.one_of(
         st.lists(inner, max_size=3),
-        st.dictionaries(st.text(max_size=6), inner, max_size=3),
+        st.dictionaries(keys, inner, max_size=3),
     ),
     max_leaves=6,
 )
@@ -55,13 +60,13 @@ def mutated(doc: Any) -> st.SearchStrategy[Any]:
     """``doc`` with some of its values replaced by junk, left out, or given extra keys;
     lists may be shorter, longer or empty. Most draws keep most of the shape."""
     if isinstance(doc, Mapping):
-        keys = list(doc)
+        names = list(doc)
         shaped = st.fixed_dictionaries(
-            {k: mutated(doc[k]) for k in keys},
+            {k: mutated(doc[k]) for k in names},
         ).flatmap(
             lambda d: st.tuples(
-                st.sets(st.sampled_from(keys), max_size=1) if keys else st.just(set()),
-                st.dictionaries(st.text(max_size=8), junk, max_size=1),
+                st.sets(st.sampled_from(names), max_size=1) if names else st.just(set()),
+                st.dictionaries(keys, junk, max_size=1),
             ).map(lambda t: {**{k: v for k, v in d.items() if k not in t[0]}, **t[1]})
         )
         return st.one_of(shaped, shaped, shaped, junk)
