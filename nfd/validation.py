@@ -40,8 +40,16 @@ def key_path(loc: Loc) -> str:
     """``("resources", 1, "name")`` -> ``resources[1].name``."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else part
+        out += f"[{part}]" if isinstance(part, int) else f".{key_name(part)}" if out else key_name(part)
     return out
+
+
+def key_name(key: object) -> str:
+    """A key in a key path: as it is when a plain name, quoted otherwise (an empty key,
+    blanks, a dot that would read as a path, a newline that would break the line)."""
+    text = str(key)
+    plain = text != "" and all(c.isalnum() or c in "_-/" for c in text)
+    return text if plain or not isinstance(key, str) else repr(key)
 
 
 def issue(err: ErrorDetails, name: Callable[[Loc], str] = key_path) -> str:

@@ -115,17 +115,24 @@ _KEY_PATH = re.compile(r"^([A-Za-z_][\w-]*(?:\[\d+\]|\.[\w-]+)*):")
 
 def named_key(message: str, data: Any) -> str | None:
     """The dotted key path (``core.sleepInterval``, ``resources[0].pci``) that starts
-    ``message``, checked to be a path of ``data``; None when the message names none."""
+    ``message``, checked against ``data``: every part but the last is there (the last
+    may be a required key that is missing), down to a value that is no container (a
+    loader may read a string as a mapping's shorthand). None when the message names
+    no key."""
     m = _KEY_PATH.match(message)
     if m is None:
         return None
+    parts = re.findall(r"\[\d+\]|[^.\[\]]+", m.group(1))
     node = data
-    for part in re.findall(r"\[\d+\]|[^.\[\]]+", m.group(1)):
+    for n, part in enumerate(parts):
+        last = n == len(parts) - 1
+        if not isinstance(node, Mapping | list):
+            break
         if part.startswith("["):
             i = int(part[1:-1])
             assert isinstance(node, list) and i < len(node), (message, data)
             node = node[i]
         else:
-            assert isinstance(node, Mapping) and part in node, (message, data)
-            node = node[part]
+            assert isinstance(node, Mapping) and (part in node or last), (message, data)
+            node = node.get(part)
     return m.group(1)

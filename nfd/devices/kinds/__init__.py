@@ -21,6 +21,7 @@ from nfd import hostfiles
 from nfd.devices.model import ConfigError, FoundDevice
 from nfd.features import Features
 from nfd.hostroot import HostRoot
+from nfd.validation import key_name
 
 
 @runtime_checkable
@@ -127,7 +128,7 @@ def mapping(raw: Any, where: str, allowed: tuple[str, ...]) -> dict[str, Any]:
         raise ConfigError(f"{where}: expected a mapping with keys {', '.join(allowed)}")
     for key in raw:
         if key not in allowed:
-            raise ConfigError(f"{where}.{key}: unknown selector key (known: {', '.join(allowed)})")
+            raise ConfigError(f"{where}.{key_name(key)}: unknown selector key (known: {', '.join(allowed)})")
     if not raw:
         raise ConfigError(f"{where}: empty selector (use at least one of {', '.join(allowed)})")
     return raw
