@@ -183,3 +183,8 @@ def test_an_unknown_key_that_is_no_plain_name_is_quoted(data: Any, message: str)
     """An empty key, one of blanks, one with a dot or a newline: quoted, so that the
     message names it, on one line, and no key path reads as another."""
     assert err(data).startswith(message)
+
+
+def test_a_key_that_is_no_string_is_not_read_as_a_list_index() -> None:
+    assert err({"resources": [], "dra": {-1: None}}) == "dra: the key -1 is not a string"
+    assert err({"resources": [], 1: 2}) == "the key 1 is not a string"
