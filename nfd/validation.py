@@ -55,7 +55,12 @@ def key_name(key: object) -> str:
 def issue(err: ErrorDetails, name: Callable[[Loc], str] = key_path) -> str:
     """One error: its key (``name`` spells the location) and why."""
     cause = err.get("ctx", {}).get("error")
-    where = name(err["loc"])
+    loc = err["loc"]
+    if err["type"] == "invalid_key" and loc:  # YAML's 1: or null: where a name belongs
+        where = name(loc[:-1])
+        why = f"the key {loc[-1]!r} is not a string"
+        return f"{where}: {why}" if where else why
+    where = name(loc)
     if isinstance(cause, NestedError):
         where = f"{where}.{cause.key}" if where else cause.key
     why = str(cause) if isinstance(cause, Exception) else _PLAIN.get(err["type"], err["msg"])

@@ -8,6 +8,7 @@ database, so every run tries the same examples.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -110,29 +111,40 @@ def one_line_naming(message: str, name: str) -> None:
     assert "Traceback" not in message and "internal error" not in message, message
 
 
-_KEY_PATH = re.compile(r"^([A-Za-z_][\w-]*(?:\[\d+\]|\.[\w-]+)*):")
+# One part of a key path: a list index, a quoted key (as Python writes a string), a name.
+_PART = re.compile(r"""\[(\d+)\]|\.?('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^.\[\]:'"\s]+)""")
 
 
 def named_key(message: str, data: Any) -> str | None:
-    """The dotted key path (``core.sleepInterval``, ``resources[0].pci``) that starts
-    ``message``, checked against ``data``: every part but the last is there (the last
-    may be a required key that is missing), down to a value that is no container (a
-    loader may read a string as a mapping's shorthand). None when the message names
-    no key."""
-    m = _KEY_PATH.match(message)
-    if m is None:
+    """The key path (``core.sleepInterval``, ``resources[0].pci``, ``resources[0].'a.b'``)
+    that starts ``message``, checked against ``data``: every part but the last is there
+    (the last may be a required key that is missing), down to a value that is no
+    container (a loader may read a string as a mapping's shorthand). None when the
+    message names no key."""
+    parts: list[int | str] = []
+    pos = 0
+    while (m := _PART.match(message, pos)) is not None:
+        lead = message[pos]
+        if (pos == 0 and lead == ".") or (pos > 0 and lead not in ".["):
+            break
+        parts.append(int(m.group(1)) if m.group(1) else _unquote(m.group(2)))
+        pos = m.end()
+    if not parts or not message[pos:].startswith(": "):
         return None
-    parts = re.findall(r"\[\d+\]|[^.\[\]]+", m.group(1))
     node = data
     for n, part in enumerate(parts):
-        last = n == len(parts) - 1
         if not isinstance(node, Mapping | list):
             break
-        if part.startswith("["):
-            i = int(part[1:-1])
-            assert isinstance(node, list) and i < len(node), (message, data)
-            node = node[i]
+        if isinstance(part, int) and isinstance(node, list):
+            assert part < len(node), (message, data)
+            node = node[part]
         else:
-            assert isinstance(node, Mapping) and (part in node or last), (message, data)
-            node = node.get(part)
-    return m.group(1)
+            assert isinstance(node, Mapping), (message, data)
+            found = [k for k in node if str(k) == str(part)]
+            assert found or n == len(parts) - 1, (message, data)
+            node = node[found[0]] if found else None
+    return message[:pos]
+
+
+def _unquote(part: str) -> str:
+    return ast.literal_eval(part) if part[:1] in "'\"" else part
