@@ -188,3 +188,10 @@ def test_an_unknown_key_that_is_no_plain_name_is_quoted(data: Any, message: str)
 def test_a_key_that_is_no_string_is_not_read_as_a_list_index() -> None:
     assert err({"resources": [], "dra": {-1: None}}) == "dra: the key -1 is not a string"
     assert err({"resources": [], 1: 2}) == "the key 1 is not a string"
+
+
+def test_a_selector_value_too_large_to_print_names_its_key() -> None:
+    """YAML builds 0xfff... of 5,000 digits; Python will not print it in decimal."""
+    message = err(res(pci={"vendor": int("f" * 5000, 16)}))
+    assert message.startswith("resources[0].pci.vendor: expected a string or a list of strings, got a number")
+    assert len(err(res(pci={"vendor": [["x"] * 1000]}))) < 200
