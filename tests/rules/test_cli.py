@@ -248,7 +248,7 @@ spec:
         ("missing-rules", "--rules {d}/nope.yaml: no such file"),
         ("bad-yaml", "not valid YAML"),
         ("missing-features", "--features {d}/nope.json: no such file"),
-        ("bad-json", "not JSON"),
+        ("bad-json", "--features {d}/f.json: not valid YAML: "),
         ("bad-shape", "expected an object"),
         ("bad-whitelist", "not a valid regex"),
         ("bad-host-root", "no such directory"),
