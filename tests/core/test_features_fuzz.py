@@ -7,10 +7,11 @@ import json
 from typing import Any
 
 from hypothesis import given
+from hypothesis import strategies as st
 
 from nfd.canonical import encode
 from nfd.features import FeatureFormatError, Features
-from tests.fuzzing import junk, mutated
+from tests.fuzzing import junk, mutated, raw_bytes
 
 VALID: dict[str, Any] = {
     "flags": {"cpu.cpuid": {"elements": {"AVX": {}, "AVX2": {}}}, "kernel.loadedmodule": {"elements": None}},
@@ -55,3 +56,13 @@ def test_keys_that_are_not_strings() -> None:
             assert "is not a string" in str(e) and "\n" not in str(e)
             continue
         raise AssertionError(f"accepted {data}")
+
+
+@given(data=st.one_of(raw_bytes, st.just(b"[" + b"1" * 5000 + b"]"), st.just(b"\xff{}")))
+def test_from_json_of_any_bytes(data: bytes) -> None:
+    try:
+        f = Features.from_json(data)
+    except FeatureFormatError as e:
+        assert "\n" not in str(e), str(e)
+        return
+    check(f.to_dict())
