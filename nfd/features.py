@@ -163,8 +163,8 @@ class Features(Record):
 
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise FeatureFormatError(f"features: not JSON ({e})") from None
+        except ValueError as e:  # JSONDecodeError, bad UTF-8, a number Python will not convert
+            raise FeatureFormatError(f"features: not JSON ({' '.join(str(e).split())})") from None
         return cls.from_dict(data)
 
 
