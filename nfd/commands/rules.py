@@ -207,18 +207,18 @@ def _read_yaml(path: str) -> list[Any]:
 def _read_features(path: str) -> tuple[Features, dict[str, str]]:
     """Upstream's feature JSON, ``nfd discover -o json`` ({labels, features}) or a
     NodeFeature object (spec.features, and the labels it asks for), as JSON or YAML."""
+    from nfd import yamlfile
     from nfd.cli import CliError
     from nfd.features import FeatureFormatError, Features
-    from nfd.yamlfile import RULES_LIMIT, YamlFileError, parse, read_text
 
     try:
         # A feature set is about as large as a rules file may be.
-        text = read_text(path, limit=RULES_LIMIT)
+        text = yamlfile.read_text(path, limit=yamlfile.RULES_LIMIT)
         try:
             data = json.loads(text)
         except ValueError:  # JSON is YAML: its reader says why, as for every YAML file
-            data = parse(text, path)
-    except YamlFileError as e:
+            data = yamlfile.parse(text, path)
+    except yamlfile.YamlFileError as e:
         raise CliError(f"--features {e}") from None
     labels: dict[str, str] = {}
     if isinstance(data, dict):
