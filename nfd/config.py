@@ -127,7 +127,7 @@ class CoreConfig(Record, frozen=True):
 
             try:
                 re.compile(self.label_whitelist)
-            except re.error as e:
+            except (re.error, OverflowError, RecursionError) as e:  # a{99999999999}, ((((...
                 raise ConfigError(
                     f"core.labelWhiteList: {self.label_whitelist!r} is not a valid regular expression: {e}"
                 ) from None
@@ -225,20 +225,44 @@ def _convert(default: Any, value: Any, warnings: list[str], where: str, *, raw: 
     if isinstance(default, str):
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise ConfigError(f"{where}: expected a string")
+        if isinstance(value, int) and not _printable_int(value):
+            raise ConfigError(f"{where}: {_number(value)}, expected a string")
         return str(value)
     if isinstance(default, float):
         if isinstance(value, str):
             return parse_duration(value, where=where)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{where}: expected a number or a duration such as 60s")
+        if not 0 <= value <= MAX_DURATION_S:  # NaN too
+            raise ConfigError(
+                f"{where}: {_number(value)} is not a duration of 0 to {MAX_DURATION_S:.0f} seconds"
+            )
         return float(value)
     if isinstance(default, int):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{where}: expected a whole number")
+        if not -(2**63) <= value < 2**63:
+            raise ConfigError(f"{where}: {_number(value)} is not a 64-bit whole number")
         return value
     return value  # a field without a typed default takes the value as it is
 
 
+def _printable_int(value: int) -> bool:
+    import sys
+
+    limit = sys.get_int_max_str_digits()
+    return limit == 0 or value.bit_length() < limit * 3  # 2**3 < 10: fewer bits, fewer digits
+
+
+def _number(value: float) -> str:
+    if isinstance(value, int) and not _printable_int(value):
+        return f"a number of {value.bit_length()} bits"
+    return repr(value)
+
+
+# Go's longest time.Duration, 2**63-1 ns (about 292 years): a longer one does not parse
+# there, and here it would overflow the scheduler's datetime arithmetic.
+MAX_DURATION_S = (2**63 - 1) / 1e9
 _DURATION = r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)"  # compiled on first use
 _UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -258,4 +282,6 @@ def parse_duration(text: str, *, where: str = "duration") -> float:
         pos = m.end()
     if pos != len(s) or pos == 0:
         raise ConfigError(f"{where}: {text!r} is not a duration such as 60s or 1m30s")
+    if total > MAX_DURATION_S:
+        raise ConfigError(f"{where}: {text!r} is longer than Go's longest duration (2562047h47m16s)")
     return total

@@ -128,32 +128,31 @@ class Features(Record):
             raise FeatureFormatError("features: expected an object")
         unknown = set(data) - {"flags", "attributes", "instances"}
         if unknown:
-            raise FeatureFormatError(f"features: unknown key(s) {', '.join(sorted(unknown))}")
+            raise FeatureFormatError(f"features: unknown key(s) {', '.join(sorted(map(_shown, unknown)))}")
         out = cls()
         for name, body in _groups(data, "flags"):
-            flags = _elements(body, f"flags.{name}")
+            flags = _elements(body, f"flags.{_shown(name)}")
             out.flags[name] = NullFlags() if flags is None else {str(e) for e in flags}
         for name, body in _groups(data, "attributes"):
-            attributes = _elements(body, f"attributes.{name}")
+            attributes = _elements(body, f"attributes.{_shown(name)}")
             if attributes is None:
                 out.attributes[name] = NullAttributes()
                 continue
-            for k, v in attributes.items():
-                if not isinstance(v, str):
-                    raise FeatureFormatError(f"attributes.{name}.elements.{k}: expected a string")
+            _strings(attributes, f"attributes.{_shown(name)}.elements")
             out.attributes[name] = dict(attributes)
         for name, body in _groups(data, "instances"):
             elems = body.get("elements") or []
             if not isinstance(elems, list):
-                raise FeatureFormatError(f"instances.{name}.elements: expected a list")
+                raise FeatureFormatError(f"instances.{_shown(name)}.elements: expected a list")
             items: list[Instance] = []
             for i, inst in enumerate(elems):
                 attrs = inst.get("attributes") if isinstance(inst, Mapping) else None
                 attrs = {} if attrs is None else attrs
-                if not isinstance(attrs, Mapping) or not all(isinstance(v, str) for v in attrs.values()):
+                if not isinstance(attrs, Mapping):
                     raise FeatureFormatError(
-                        f"instances.{name}.elements[{i}].attributes: expected an object of strings"
+                        f"instances.{_shown(name)}.elements[{i}].attributes: expected an object of strings"
                     )
+                _strings(attrs, f"instances.{_shown(name)}.elements[{i}].attributes")
                 items.append(dict(attrs))
             out.instances[name] = items
         return out
@@ -164,8 +163,8 @@ class Features(Record):
 
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise FeatureFormatError(f"features: not JSON ({e})") from None
+        except ValueError as e:  # JSONDecodeError, bad UTF-8, a number Python will not convert
+            raise FeatureFormatError(f"features: not JSON ({' '.join(str(e).split())})") from None
         return cls.from_dict(data)
 
 
@@ -179,8 +178,24 @@ def _groups(data: Mapping[str, Any], kind: str) -> Iterable[tuple[str, Mapping[s
         if body is None:
             body = {}
         if not isinstance(body, Mapping):
-            raise FeatureFormatError(f"{kind}.{name}: expected an object")
+            raise FeatureFormatError(f"{kind}.{_shown(name)}: expected an object")
         yield str(name), body
+
+
+def _shown(name: Any) -> str:
+    """A name in a message: as it is, or quoted where it is no printable string (a
+    message stays one line)."""
+    return name if isinstance(name, str) and name.isprintable() else repr(name)
+
+
+def _strings(elements: Mapping[Any, Any], where: str) -> None:
+    """Names and values are strings, as JSON's keys always are (YAML's may be numbers or
+    null, which the canonical encoder could not sort among strings)."""
+    for k, v in elements.items():
+        if not isinstance(k, str):
+            raise FeatureFormatError(f"{where}: the name {k!r} is not a string")
+        if not isinstance(v, str):
+            raise FeatureFormatError(f"{where}.{_shown(k)}: expected a string")
 
 
 def _elements(body: Mapping[str, Any], where: str) -> Mapping[str, Any] | None:

@@ -59,7 +59,7 @@ class Policy(Record, frozen=True):
 
             try:
                 wl = re.compile(label_whitelist)
-            except re.error as e:
+            except (re.error, OverflowError, RecursionError) as e:  # a{99999999999}, ((((...
                 raise ValueError(f"label whitelist {label_whitelist!r} is not a valid regex: {e}") from None
         return cls(
             extra_label_ns=frozenset(_split_list(extra_label_ns)),

@@ -40,14 +40,27 @@ def key_path(loc: Loc) -> str:
     """``("resources", 1, "name")`` -> ``resources[1].name``."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else part
+        out += f"[{part}]" if isinstance(part, int) else f".{key_name(part)}" if out else key_name(part)
     return out
+
+
+def key_name(key: object) -> str:
+    """A key in a key path: as it is when a plain name, quoted otherwise (an empty key,
+    blanks, a dot that would read as a path, a newline that would break the line)."""
+    text = str(key)
+    plain = text != "" and all(c.isalnum() or c in "_-/" for c in text)
+    return text if plain or not isinstance(key, str) else repr(key)
 
 
 def issue(err: ErrorDetails, name: Callable[[Loc], str] = key_path) -> str:
     """One error: its key (``name`` spells the location) and why."""
     cause = err.get("ctx", {}).get("error")
-    where = name(err["loc"])
+    loc = err["loc"]
+    if err["type"] == "invalid_key" and loc:  # YAML's 1: or null: where a name belongs
+        where = name(loc[:-1])
+        why = f"the key {loc[-1]!r} is not a string"
+        return f"{where}: {why}" if where else why
+    where = name(loc)
     if isinstance(cause, NestedError):
         where = f"{where}.{cause.key}" if where else cause.key
     why = str(cause) if isinstance(cause, Exception) else _PLAIN.get(err["type"], err["msg"])

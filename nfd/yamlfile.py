@@ -8,6 +8,8 @@ never loads it.
 
 from __future__ import annotations
 
+import sys
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
     from typing import Any
@@ -77,7 +79,7 @@ def parse(text: str, name: str) -> Any:
 
     try:
         return yaml.load(text, Loader=loader())
-    except yaml.YAMLError as e:
+    except Exception as e:  # PyYAML's constructors raise whatever they meet (see describe)
         raise YamlFileError(f"{name}: not valid YAML: {describe(e)}") from None
 
 
@@ -86,7 +88,7 @@ def parse_all(text: str, name: str) -> list[Any]:
 
     try:
         return [d for d in yaml.load_all(text, Loader=loader()) if d is not None]
-    except yaml.YAMLError as e:
+    except Exception as e:  # PyYAML's constructors raise whatever they meet (see describe)
         raise YamlFileError(f"{name}: not valid YAML: {describe(e)}") from None
 
 
@@ -98,7 +100,19 @@ def loader() -> Any:
 
 
 def describe(e: Exception) -> str:
-    """Where and why, on one line: ``line 2, column 3: expected ',' or ']'``."""
+    """Where and why, on one line: ``line 2, column 3: expected ',' or ']'``. PyYAML
+    raises a bare ValueError, without a place, for a scalar it cannot build (a date that
+    does not exist, a number Python will not convert), and whatever its constructors meet
+    for an explicit tag on a value of the wrong form."""
+    import yaml
+
+    if not isinstance(e, yaml.YAMLError):
+        if "integer string conversion" in str(e):
+            return f"a number of more than {sys.get_int_max_str_digits()} digits"
+        if isinstance(e, ValueError):
+            return " ".join(str(e).split())
+        # An explicit tag on a value of another form: !!timestamp x, !!bool 3.
+        return "a value its tag does not allow (such as !!bool x)"
     mark = getattr(e, "problem_mark", None)
     problem = getattr(e, "problem", None)
     if problem is None and getattr(e, "reason", None):  # a reader error: a bad character

@@ -15,6 +15,7 @@ import types
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS / "fixtures"
@@ -29,6 +30,18 @@ if _pkg is None or str(TESTS) not in list(getattr(_pkg, "__path__", [])):
     sys.modules["tests"] = _pkg
 
 from tests.fakeapi.fixtures import core_v1, fake_api, fake_api_client  # noqa: E402
+
+# Property tests try the same examples on every run, quickly: no example database, no
+# randomness between runs, no deadline on one example (the machine may be busy).
+settings.register_profile(
+    "nfd",
+    max_examples=200,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.load_profile("nfd")
 
 __all__ = ["core_v1", "fake_api", "fake_api_client", "fixtures"]
 

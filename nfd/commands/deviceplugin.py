@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -42,19 +41,22 @@ def features_for(
     from nfd.features import FeatureFormatError, Features
 
     if args.features:
+        from nfd.yamlfile import RULES_LIMIT, YamlFileError, read_text
+
         try:
-            data = json.loads(Path(args.features).read_bytes())
+            # Bounded, UTF-8, never blocking on a FIFO: as every file a user names.
+            data = json.loads(read_text(args.features, limit=RULES_LIMIT))
             # Also take `nfd discover -o json` output and the worker's report, which
             # hold the features under a "features" key.
             if isinstance(data, dict) and isinstance(data.get("features"), dict):
                 data = data["features"]
             return Features.from_dict(data)
-        except OSError as e:
-            raise CliError(f"--features {args.features}: {e.strerror or e}") from None
-        except json.JSONDecodeError as e:
-            raise CliError(f"--features {args.features}: not JSON ({e})") from None
+        except YamlFileError as e:
+            raise CliError(f"--features {e}") from None
         except FeatureFormatError as e:
             raise CliError(f"--features {args.features}: {e}") from None
+        except ValueError as e:  # JSONDecodeError, or a number Python will not convert
+            raise CliError(f"--features {args.features}: not JSON ({' '.join(str(e).split())})") from None
     from nfd.config import SourcesConfig
     from nfd.discovery import discover
     from nfd.sources import default_registry

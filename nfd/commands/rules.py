@@ -204,37 +204,22 @@ def _read_yaml(path: str) -> list[Any]:
         raise CliError(f"--rules {e}") from None
 
 
-def _read_text(path: str, flag: str) -> str:
-    from nfd.cli import CliError
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise CliError(f"{flag} {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise CliError(f"{flag} {path}: {getattr(e, 'strerror', None) or e}") from None
-
-
 def _read_features(path: str) -> tuple[Features, dict[str, str]]:
     """Upstream's feature JSON, ``nfd discover -o json`` ({labels, features}) or a
     NodeFeature object (spec.features, and the labels it asks for), as JSON or YAML."""
+    from nfd import yamlfile
     from nfd.cli import CliError
     from nfd.features import FeatureFormatError, Features
 
-    text = _read_text(path, "--features")
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        import yaml
-
+        # A feature set is about as large as a rules file may be.
+        text = yamlfile.read_text(path, limit=yamlfile.RULES_LIMIT)
         try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            why = getattr(e, "problem", None) or "cannot be parsed"
-            raise CliError(f"--features {path}: not JSON or YAML{where}: {why}") from None
+            data = json.loads(text)
+        except ValueError:  # JSON is YAML: its reader says why, as for every YAML file
+            data = yamlfile.parse(text, path)
+    except yamlfile.YamlFileError as e:
+        raise CliError(f"--features {e}") from None
     labels: dict[str, str] = {}
     if isinstance(data, dict):
         if data.get("kind") == "NodeFeature" or isinstance(data.get("spec"), dict):

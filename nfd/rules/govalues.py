@@ -12,6 +12,23 @@ class TemplateError(Exception):
     """The template does not parse, or failed while executing."""
 
 
+# Bounds that keep one template from taking the process's memory or time, where Go's
+# engine would spend gigabytes or hours first: the longest string, list or map a
+# function may return and a template may print, and the range iterations of one run.
+MAX_VALUE = 4 << 20
+MAX_ITERATIONS = 100_000  # a node's kernel.config has a few thousand entries
+
+
+def int64(v: int) -> int:
+    """Go's int64 arithmetic, which wraps around."""
+    return ((v + 2**63) % 2**64) - 2**63
+
+
+def go_rune(v: int) -> str:
+    """Go's rune of an integer: U+FFFD where it is no Unicode scalar value."""
+    return chr(v) if 0 <= v <= 0x10FFFF and not 0xD800 <= v <= 0xDFFF else "\ufffd"
+
+
 def go_type(v: Any) -> str:
     if v is None:
         return "<nil>"

@@ -252,6 +252,6 @@ def parse_expr(v: Any, where: str, notes: list[str] | None = None) -> Expr:
     if op == "InRegexp":
         try:
             regexes = tuple(re.compile(x) for x in values)
-        except re.error:
+        except (re.error, OverflowError, RecursionError):  # a{99999999999}, ((((...
             regexes = None
     return Expr(op=op, values=values, type=typ, regexes=regexes)

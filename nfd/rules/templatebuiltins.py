@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nfd.rules.govalues import TemplateError, go_float, go_quote, go_str, go_type, truth
+from nfd.rules.govalues import MAX_VALUE, TemplateError, go_float, go_quote, go_rune, go_str, go_type, truth
 
 __all__ = ["BUILTINS"]
 
@@ -138,6 +138,10 @@ def _sprintf(fmt: Any, *args: Any) -> str:
             continue
         if width == "*" or prec == "*":
             raise TemplateError("printf: '*' width is not supported")
+        if _go_num(width) is None or _go_num(prec) is None:
+            out.append("%!(NOVERB)")  # Go stops reading the format there
+            pos = len(fmt)
+            break
         if argi >= len(args):
             out.append(f"%!{verb}(MISSING)")
             continue
@@ -151,7 +155,19 @@ def _sprintf(fmt: Any, *args: Any) -> str:
     return "".join(out)
 
 
+def _go_num(digits: str | None) -> int | None:
+    """A width or precision as Go's fmt reads it: None where it gives up (its tooLarge)."""
+    n = 0
+    for ch in digits or "":
+        if n > 1_000_000:
+            return None
+        n = n * 10 + int(ch)
+    return n
+
+
 def _format_one(a: Any, flags: str, width: str | None, prec: str | None, verb: str) -> str:
+    if int(width or 0) > MAX_VALUE or int(prec or 0) > MAX_VALUE:
+        raise TemplateError(f"printf: a width or precision of more than {MAX_VALUE}")
     pyflags = "".join(f for f in flags if f in "-+ 0#")
     if "-" in pyflags:
         pyflags = pyflags.replace("0", "")
@@ -183,7 +199,7 @@ def _format_one(a: Any, flags: str, width: str | None, prec: str | None, verb: s
         if isinstance(a, str):
             return pad(go_quote(a))
         if isinstance(a, int) and not isinstance(a, bool):
-            return pad("'" + chr(a) + "'")
+            return pad("'" + go_rune(a) + "'")
         return bad
     if verb == "t":
         return pad("true" if a else "false") if isinstance(a, bool) else bad
@@ -194,7 +210,7 @@ def _format_one(a: Any, flags: str, width: str | None, prec: str | None, verb: s
                 return pad(h.upper() if verb == "X" else h)
             return bad
         if verb == "c":
-            return pad(chr(a))
+            return pad(go_rune(a))
         spec = {"d": "d", "b": "b", "o": "o", "x": "x", "X": "X"}[verb]
         return format(a, f"{pyflags}{w}{spec}")
     if verb in "feEgG":

@@ -4,11 +4,11 @@ function calls, with ``missingkey=error`` as upstream executes them."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from nfd.rules import templatetree as tree
-from nfd.rules.govalues import TemplateError, go_str, go_type, truth
+from nfd.rules.govalues import MAX_ITERATIONS, MAX_VALUE, TemplateError, go_str, go_type, truth
 
 __all__ = ["Executor", "Scope"]
 
@@ -53,12 +53,14 @@ class Executor:
     def __init__(self, funcs: Mapping[str, Callable[..., Any]]) -> None:
         self.funcs = funcs
         self.out: list[str] = []
+        self.size = 0  # characters in out
+        self.iterations = 0
 
     def run(self, nodes: Sequence[tree.Node], dot: Any, scope: Scope) -> None:
         out = self.out
         for n in nodes:
             if isinstance(n, tree.Text):
-                out.append(n.text)
+                text = n.text
             elif isinstance(n, tree.Action):
                 field = n.field
                 if field is not None:
@@ -66,15 +68,21 @@ class Executor:
                     v = dot
                     for f in field:
                         v = v[f] if type(v) is dict and f in v else _field(v, f)
-                    out.append(v if type(v) is str else "<no value>" if v is None else go_str(v))
-                    continue
-                v = self.pipe(n.pipe, dot, scope)
-                if not n.pipe.decl:
-                    out.append("<no value>" if v is None else go_str(v))
+                    text = v if type(v) is str else "<no value>" if v is None else go_str(v)
+                else:
+                    v = self.pipe(n.pipe, dot, scope)
+                    if n.pipe.decl:
+                        continue
+                    text = "<no value>" if v is None else go_str(v)
             elif isinstance(n, tree.Control):
                 self.control(n, dot, scope)
+                continue
             else:
                 raise _Break() if n.kind == "break" else _Continue()
+            out.append(text)
+            self.size += len(text)
+            if self.size > MAX_VALUE:
+                raise TemplateError(f"the output is longer than the limit of {MAX_VALUE} characters")
 
     def control(self, n: tree.Control, dot: Any, scope: Scope) -> None:
         mark = len(scope.vars)
@@ -96,13 +104,14 @@ class Executor:
             del scope.vars[mark:]
 
     def range(self, n: tree.Control, v: Any, scope: Scope) -> None:
-        items: list[tuple[Any, Any]]
+        items: Iterable[tuple[Any, Any]]
         if v is None:
-            items = []
+            items = ()
         elif isinstance(v, bool | str | float):
             raise TemplateError(f"range can't iterate over {go_str(v)}")
         elif isinstance(v, int):
-            items = [(i, i) for i in range(v)]
+            # One (i, i) at a time: ``range 1000000`` makes no list.
+            items = zip(range(v), range(v), strict=True) if v > 0 else ()
         elif isinstance(v, Mapping):
             items = [(k, v[k]) for k in sorted(v, key=str)]
         elif isinstance(v, list | tuple):
@@ -116,6 +125,9 @@ class Executor:
         decl = n.pipe.decl
         mark = len(scope.vars)
         for key, elem in items:
+            self.iterations += 1
+            if self.iterations > MAX_ITERATIONS:
+                raise TemplateError(f"range: more than {MAX_ITERATIONS} iterations")
             del scope.vars[mark:]
             if len(decl) == 1:
                 scope.vars.append((decl[0], key if isinstance(v, int) and not isinstance(v, bool) else elem))
@@ -150,15 +162,18 @@ class Executor:
             if piped is not _NOTHING:
                 args.append(piped)
             try:
-                return self.funcs[name](*args)
+                result = self.funcs[name](*args)
             except TemplateError as e:
                 raise TemplateError(f"error calling {name}: {e}") from None
             except TypeError as e:
                 if "positional argument" in str(e):
                     raise TemplateError(f"wrong number of args for {name}: got {len(args)}") from None
                 raise TemplateError(f"error calling {name}: wrong type of argument ({e})") from None
-            except (ValueError, IndexError, KeyError, ZeroDivisionError, re.error) as e:
+            except (ValueError, IndexError, KeyError, ZeroDivisionError, OverflowError, re.error) as e:
                 raise TemplateError(f"error calling {name}: {e}") from None
+            if isinstance(result, str | list | Mapping) and len(result) > MAX_VALUE:
+                raise TemplateError(f"error calling {name}: a result longer than the limit of {MAX_VALUE}")
+            return result
         if len(cmd) > 1 or piped is not _NOTHING:
             if isinstance(first, tree.Literal) and first.value is None:
                 raise TemplateError("nil is not a command")

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nfd.rules.govalues import TemplateError, go_quote, go_str, go_type, truth
+from nfd.rules.govalues import MAX_VALUE, TemplateError, go_quote, go_str, go_type, int64, truth
 
 __all__ = ["SPRIG"]
 
@@ -22,17 +22,17 @@ def _to_int(v: Any) -> int:
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, int):
-        return v
+        return int64(v)
     if isinstance(v, float):
-        return int(v)
+        return int64(int(v)) if math.isfinite(v) else -(2**63)  # Go's int64(NaN) on amd64
     if isinstance(v, str):
         s = v.strip()
         try:
             if re.fullmatch(r"[+-]?0[xX][0-9a-fA-F]+", s):
-                return int(s, 16)
+                return int64(int(s, 16))
             if re.fullmatch(r"[+-]?\d+", s):
-                return int(s, 10)
-            return int(float(s))
+                return int64(int(s, 10))
+            return _to_int(float(s))
         except ValueError:
             return 0
     return 0
@@ -176,6 +176,20 @@ def _min(a: Any, *rest: Any) -> int:
     return min([_to_int(a), *(_to_int(x) for x in rest)])
 
 
+def _mul(*factors: int) -> int:
+    product = 1
+    for f in factors:  # wrapped at each step, as Go's int64 is: no huge intermediate
+        product = int64(product * f)
+    return product
+
+
+def _repeat(n: Any, s: Any) -> str:
+    text, count = _str(s), max(_to_int(n), 0)
+    if len(text) * count > MAX_VALUE:
+        raise TemplateError(f"{len(text) * count} characters, more than the limit of {MAX_VALUE}")
+    return text * count
+
+
 def _div(a: Any, b: Any) -> int:
     x, y = _to_int(a), _to_int(b)
     if y == 0:
@@ -213,7 +227,7 @@ SPRIG: dict[str, Callable[..., Any]] = {
     "upper": lambda s: _str(s).upper(),
     "lower": lambda s: _str(s).lower(),
     "title": _title,
-    "repeat": lambda n, s: _str(s) * max(_to_int(n), 0),
+    "repeat": _repeat,
     "substr": _substr,
     "trunc": _trunc,
     "nospace": lambda s: re.sub(r"\s", "", _str(s)),
@@ -237,10 +251,10 @@ SPRIG: dict[str, Callable[..., Any]] = {
     "int": _to_int,
     "int64": _to_int,
     "float64": _to_float,
-    "add": lambda *a: sum(_to_int(x) for x in a),
-    "add1": lambda a: _to_int(a) + 1,
-    "sub": lambda a, b: _to_int(a) - _to_int(b),
-    "mul": lambda a, *r: math.prod([_to_int(a), *(_to_int(x) for x in r)]),
+    "add": lambda *a: int64(sum(_to_int(x) for x in a)),
+    "add1": lambda a: int64(_to_int(a) + 1),
+    "sub": lambda a, b: int64(_to_int(a) - _to_int(b)),
+    "mul": lambda a, *r: _mul(_to_int(a), *(_to_int(x) for x in r)),
     "div": _div,
     "mod": _mod,
     "max": _max,

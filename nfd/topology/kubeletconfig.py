@@ -54,15 +54,22 @@ def parse(text: str, source: str) -> TopologyPolicy:
     scope = data.get("topologyManagerScope") or "container"
     if policy not in POLICIES:
         raise PolicyError(
-            f"{source}: topologyManagerPolicy {json.dumps(policy)} is not a Topology Manager policy "
+            f"{source}: topologyManagerPolicy {_shown(policy)} is not a Topology Manager policy "
             f"(one of {', '.join(POLICIES)})"
         )
     if scope not in SCOPES:
         raise PolicyError(
-            f"{source}: topologyManagerScope {json.dumps(scope)} is not a Topology Manager scope "
+            f"{source}: topologyManagerScope {_shown(scope)} is not a Topology Manager scope "
             f"(one of {', '.join(SCOPES)})"
         )
     return TopologyPolicy(policy, scope)
+
+
+def _shown(value: Any) -> str:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):  # a date, bytes, a set, a number too large to print
+        return f"of type {type(value).__name__}"
 
 
 def load(path: str) -> TopologyPolicy:

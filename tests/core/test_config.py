@@ -92,3 +92,45 @@ def test_missing_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("text", "seconds"), [("60s", 60), ("1h30m", 5400), ("500ms", 0.5), ("0", 0)])
 def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
+
+
+HUGE = "0x" + "f" * 5000  # a number YAML builds and Python will not print in decimal
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            'core:\n  labelWhiteList: "a{99999999999}"\n',
+            "core.labelWhiteList: 'a{99999999999}' is not a valid",
+        ),
+        ('core:\n  labelWhiteList: "' + "(" * 2000 + ')"\n', "core.labelWhiteList: '((("),
+        ("core:\n  sleepInterval: .inf\n", "core.sleepInterval: inf is not a duration"),
+        ("core:\n  sleepInterval: .nan\n", "core.sleepInterval: nan is not a duration"),
+        ("core:\n  sleepInterval: -5\n", "core.sleepInterval: -5 is not a duration"),
+        ("core:\n  sleepInterval: 1.0e+300\n", "core.sleepInterval: 1e+300 is not a duration"),
+        (f"core:\n  sleepInterval: {HUGE}\n", "core.sleepInterval: a number of 20000 bits"),
+        ("core:\n  sleepInterval: 99999999999h\n", "core.sleepInterval: '99999999999h' is longer than"),
+        (
+            f"sources:\n  kernel:\n    kconfigFile: {HUGE}\n",
+            "sources.kernel.kconfigFile: a number of 20000 bits",
+        ),
+        (
+            f"sources:\n  pci:\n    deviceLabelFields: [{HUGE}]\n",
+            "sources.pci.deviceLabelFields[0]: a number of 20000 bits",
+        ),
+    ],
+)
+def test_values_that_cannot_be_used_name_the_key(tmp_path: Path, text: str, message: str) -> None:
+    """A regular expression re refuses with OverflowError or RecursionError, a number
+    that is no duration (not finite, negative, beyond Go's 292 years), a number too
+    large to print: each an error naming the key, not an internal error later."""
+    with pytest.raises(ConfigError) as e:
+        load_worker_config(write(tmp_path, text))
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_duration_longer_than_gos_is_refused() -> None:
+    with pytest.raises(ConfigError, match="is longer than"):
+        parse_duration("99999999999h", where="--sleep-interval")
+    assert parse_duration("2562047h") == 2562047 * 3600.0  # Go's largest whole hours

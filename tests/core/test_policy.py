@@ -95,3 +95,10 @@ def test_extended_resources_and_taints() -> None:
     on = Policy.build(enable_taints=True)
     assert check_taint("vendor.io/t", "v", "NoSchedule", on) is None
     assert "effect" in (check_taint("vendor.io/t", "v", "Sometimes", on) or "")
+
+
+def test_a_whitelist_re_cannot_compile_is_a_value_error() -> None:
+    """re raises OverflowError and RecursionError too, not only re.error."""
+    for bad in ("a{99999999999}", "(" * 2000 + ")" * 2000):
+        with pytest.raises(ValueError, match="is not a valid regex"):
+            Policy.build(label_whitelist=bad)

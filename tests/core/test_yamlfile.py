@@ -46,3 +46,31 @@ def test_documents(tmp_path: Path) -> None:
     assert load_all(str(f)) == [{"a": 1}, {"b": 2}]
     f.write_text("")
     assert load(str(f)) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("a: 2001-13-45\n", "month must be in 1..12"),
+        ("a: 2001-02-30 10:00:00\n", "day is out of range for month"),
+        ("a: " + "1" * 5000 + "\n", "a number of more than 4300 digits"),
+        ("a: [-" + "1" * 5000 + "]\n", "a number of more than 4300 digits"),
+    ],
+)
+def test_a_value_yaml_cannot_build_is_a_yaml_error(tmp_path: Path, text: str, why: str) -> None:
+    """PyYAML raises ValueError, not YAMLError, for a date that does not exist or a
+    number Python will not convert."""
+    f = tmp_path / "bad.yaml"
+    f.write_text(text)
+    assert message(f).endswith(f": not valid YAML: {why}")
+    with pytest.raises(YamlFileError):
+        load_all(str(f))
+
+
+@pytest.mark.parametrize("text", ["a: !!timestamp x\n", "a: !!bool x\n", "a: !!int\n", "a: !!float x\n"])
+def test_a_tag_its_value_does_not_fit_is_a_yaml_error(tmp_path: Path, text: str) -> None:
+    """PyYAML's constructors fail with AttributeError, KeyError, IndexError or
+    ValueError for an explicit tag on a value of the wrong form."""
+    f = tmp_path / "bad.yaml"
+    f.write_text(text)
+    assert ": not valid YAML: " in message(f)

@@ -242,3 +242,34 @@ def test_no_resources_is_a_warning(setup: tuple[Path, list[str]]) -> None:
     p = nfd("device-plugin", "--config", write(cfg, "resources: []\n"), "--check", *extra)
     assert p.returncode == 0
     assert "declares no resources; nothing to serve" in p.stderr and p.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b"\xff\xfe{}", "not UTF-8 text"),
+        (b"[" + b"1" * 5000 + b"]", "not JSON"),
+        (b'{"attributes": {"a.b": {"elements": {"x": 1}}}}', "attributes.a.b.elements.x: expected a string"),
+    ],
+)
+@pytest.mark.parametrize("command", ["device-plugin", "dra"])
+def test_a_features_file_json_cannot_read_is_one_line(
+    tmp_path: Path, content: bytes, needle: str, command: str
+) -> None:
+    """Bytes that are no UTF-8, a number Python will not convert: one line naming the
+    file, not an internal error."""
+    (tmp_path / "f.json").write_bytes(content)
+    config = {"resources": [{"name": "example.com/serial", "usb": {"vendor": "0403"}}]}
+    node = ["--node-name", "n1"] if command == "dra" else []
+    p = nfd(
+        command,
+        *node,
+        "--config",
+        write(tmp_path / "c.yaml", config),
+        "--check",
+        "--features",
+        str(tmp_path / "f.json"),
+    )
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1, p.stderr
+    assert lines[0].startswith(f"nfd {command}: error: --features {tmp_path}/f.json: ") and needle in lines[0]

@@ -166,3 +166,32 @@ def test_errors_name_the_key(data: Any, expect: str) -> None:
 )
 def test_extended_resource_names(name: str, ok: bool) -> None:
     assert (extended_resource_error(name) is None) is ok
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"resources": [], "": 1}, "'': unknown key"),
+        ({"resources": [], " ": 1}, "' ': unknown key"),
+        ({"resources": [], "a.b": 1}, "'a.b': unknown key"),
+        (res(devnode="/dev/x", **{"a\nb": 1}), "resources[0].'a\\nb': unknown key"),
+        (res(pci={"": "8086"}), "resources[0].pci.'': unknown selector key"),
+        (res(pci={None: "8086"}), "resources[0].pci.None: unknown selector key"),
+    ],
+)
+def test_an_unknown_key_that_is_no_plain_name_is_quoted(data: Any, message: str) -> None:
+    """An empty key, one of blanks, one with a dot or a newline: quoted, so that the
+    message names it, on one line, and no key path reads as another."""
+    assert err(data).startswith(message)
+
+
+def test_a_key_that_is_no_string_is_not_read_as_a_list_index() -> None:
+    assert err({"resources": [], "dra": {-1: None}}) == "dra: the key -1 is not a string"
+    assert err({"resources": [], 1: 2}) == "the key 1 is not a string"
+
+
+def test_a_selector_value_too_large_to_print_names_its_key() -> None:
+    """YAML builds 0xfff... of 5,000 digits; Python will not print it in decimal."""
+    message = err(res(pci={"vendor": int("f" * 5000, 16)}))
+    assert message.startswith("resources[0].pci.vendor: expected a string or a list of strings, got a number")
+    assert len(err(res(pci={"vendor": [["x"] * 1000]}))) < 200

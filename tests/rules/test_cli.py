@@ -248,10 +248,13 @@ spec:
         ("missing-rules", "--rules {d}/nope.yaml: no such file"),
         ("bad-yaml", "not valid YAML"),
         ("missing-features", "--features {d}/nope.json: no such file"),
-        ("bad-json", "not JSON"),
+        ("bad-json", "--features {d}/f.json: not valid YAML: "),
         ("bad-shape", "expected an object"),
         ("bad-whitelist", "not a valid regex"),
         ("bad-host-root", "no such directory"),
+        ("huge-number", "--features {d}/n.json: not valid YAML: a number of more than 4300 digits"),
+        ("no-such-date", "--features {d}/d.yaml: not valid YAML: month must be in 1..12"),
+        ("bad-tag", "--features {d}/t.yaml: not valid YAML: a value its tag does not allow"),
     ],
 )
 def test_input_errors_exit_2_with_one_line(tmp_path: Path, setup: str, message: str) -> None:
@@ -270,6 +273,24 @@ def test_input_errors_exit_2_with_one_line(tmp_path: Path, setup: str, message: 
         ],
         "bad-whitelist": ["--rules", good_rules, "--features", feats, "--label-whitelist", "("],
         "bad-host-root": ["--rules", good_rules, "--local", "--host-root", f"{tmp_path}/nodir"],
+        "huge-number": [
+            "--rules",
+            good_rules,
+            "--features",
+            str(_write(tmp_path / "n.json", "[" + "1" * 5000 + "]")),
+        ],
+        "no-such-date": [
+            "--rules",
+            good_rules,
+            "--features",
+            str(_write(tmp_path / "d.yaml", "flags: 2001-13-45\n")),
+        ],
+        "bad-tag": [
+            "--rules",
+            good_rules,
+            "--features",
+            str(_write(tmp_path / "t.yaml", "flags: !!bool x\n")),
+        ],
     }[setup]
     r = nfd(*args)
     assert r.returncode == 2

@@ -255,3 +255,12 @@ def test_match_name_with_numeric_names(h: SimpleNamespace) -> None:
     )
     out = h.run(rs, f)
     assert out.errors == [] and out.labels == {"n20": "1"}
+
+
+@pytest.mark.parametrize("regex", ["a{99999999999}", "(" * 2000 + ")" * 2000])
+def test_a_regex_re_cannot_compile_for_size_fails_the_expression_only(regex: str) -> None:
+    """re raises OverflowError and RecursionError, not re.error, for these: the rule
+    is parsed, and the expression fails when evaluated, as one that does not compile."""
+    e = parse_expr({"op": "InRegexp", "value": [regex]}, "x")
+    with pytest.raises(EvalError, match="InRegexp"):
+        evaluate(e, True, "a")

@@ -201,3 +201,37 @@ def test_function_errors_name_the_function(src: str, message: str) -> None:
     with pytest.raises(TemplateError) as e:
         render(src)
     assert message in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("src", "message"),
+    [
+        # Go's fmt stops at a width or precision of more than 8 digits: %!(NOVERB).
+        ('{{ printf "%99999999999d" 1 }}', None),
+        ('{{ repeat 99999999999 "x" }}', "repeat"),
+        ("{{ range 99999999999 }}{{ end }}", "range"),
+        ('{{ $s := "xxxxxxxx" }}{{ range 40 }}{{ $s = cat $s $s }}{{ end }}', "cat"),
+        ('{{ regexMatch "a{99999999999}" "a" }}', "regexMatch"),
+        ('{{ printf "%c" 99999999999 }}', None),
+        ("{{ $n := 3 }}{{ range 64 }}{{ $n = mul $n $n }}{{ end }}{{ $n }}", None),
+    ],
+)
+def test_templates_that_would_exhaust_memory_or_time_fail_or_end(src: str, message: str | None) -> None:
+    """Memory and time stay bounded: a string or a loop beyond the engine's bounds is a
+    TemplateError naming the function; Go's own bounds (a printf width, 64-bit
+    arithmetic) are kept as Go keeps them."""
+    if message is None:
+        assert len(Template(src).render({})) < 100
+        return
+    with pytest.raises(TemplateError, match=message):
+        Template(src).render({})
+
+
+def test_gos_printf_bounds() -> None:
+    assert render('{{ printf "a%999999999d|%d" 1 2 }}') == "a%!(NOVERB)%!(EXTRA int=1, int=2)"
+    assert render('{{ printf "%.999999999f|" 2.0 }}') == "%!(NOVERB)%!(EXTRA float64=2)"
+    assert render('{{ printf "%5d|%.3f" 1 2.0 }}') == "    1|2.000"
+    assert render('{{ printf "%c|%c" 99999999999 -1 }}') == "\ufffd|\ufffd"
+    assert render("{{ mul 4294967296 4294967296 }}|{{ add 9223372036854775807 1 }}") == (
+        "0|-9223372036854775808"
+    )

@@ -60,3 +60,20 @@ def test_a_binary_or_fifo_config_is_one_line_naming_the_file(tmp_path: Path) -> 
     os.mkfifo(fifo)  # read as a plain file it would wait for a writer
     with pytest.raises(PolicyError, match=r"config\.fifo: not a regular file"):
         load(str(fifo))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "topologyManagerPolicy: 2001-01-01\n",
+        "topologyManagerScope: !!binary aGk=\n",
+        "topologyManagerPolicy: !!set {a}\n",
+        "topologyManagerPolicy: 0x" + "f" * 5000 + "\n",
+    ],
+)
+def test_a_value_json_cannot_write_names_the_key(text: str) -> None:
+    """A date, bytes, a set, a number too large to print: the key is named, no
+    TypeError from writing the value in the message."""
+    with pytest.raises(PolicyError) as e:
+        parse(text, "cfg")
+    assert str(e.value).startswith("cfg: topologyManager") and "\n" not in str(e.value)
