@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         def stop() -> None:
             updater.stop()
             pods.stop()
+            api.abort()  # a write under way: the next updater writes the object again
 
         if not args.oneshot:  # before the wait below, which a stopped Pod must not sit out
             stop_on_signals(stop, log)

@@ -13,6 +13,7 @@ from podresources_standin import PodResourcesStandIn
 from test_fixture_node import NODE
 
 from nfd.hostroot import HostRoot
+from nfd.topology.api.v1 import api_pb2 as pb
 from tests.fakeapi import FakeApiServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +50,25 @@ def test_sigterm_while_waiting_for_the_first_pod_listing(
     proc = _start(fake_api, host, kubelet, tmp_path)
     try:
         fake_api.wait_for(lambda: listing.remaining == 0, what="the updater's LIST of pods")
+        _stops_at_once(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_sigterm_during_a_write_the_api_server_does_not_answer(
+    fake_api: FakeApiServer, host: HostRoot, kubelet: PodResourcesStandIn, tmp_path: Path
+) -> None:
+    fake_api.create_node(NODE)
+    proc = _start(fake_api, host, kubelet, tmp_path)
+    try:
+        fake_api.wait_for(
+            lambda: fake_api.objects.exists("noderesourcetopologies", NODE), what="the first write"
+        )
+        put = fake_api.faults.delay(120, times=2, method="PUT", path="/noderesourcetopologies/")
+        kubelet.allocatable = pb.AllocatableResourcesResponse()  # the next pass writes
+        fake_api.wait_for(lambda: put.remaining < 2, what="the updater's PUT")
         _stops_at_once(proc)
     finally:
         if proc.poll() is None:
