@@ -59,8 +59,11 @@ class Updater:
         self._nudged.set()
 
     def stop(self) -> None:
+        """End run(): at once, a call to kubelet under way too (no lock taken: SIGTERM's
+        handler calls this on the thread that runs the pass)."""
         self._stop.set()
         self._nudged.set()
+        self.podresources.cancel()
 
     def _policy(self) -> tuple[kubeletconfig.TopologyPolicy | None, list[str]]:
         if self.settings.kubelet_config is None:

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from podresources_standin import PodResourcesStandIn
@@ -14,7 +15,9 @@ from test_fixture_node import NODE
 
 from nfd.hostroot import HostRoot
 from nfd.topology.api.v1 import api_pb2 as pb
+from nfd.topology.updater import Settings, Updater
 from tests.fakeapi import FakeApiServer
+from tests.worker.worker_helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,3 +77,22 @@ def test_sigterm_during_a_write_the_api_server_does_not_answer(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_stop_during_a_podresources_call_ends_the_pass_at_once(
+    host: HostRoot, kubelet: PodResourcesStandIn
+) -> None:
+    # SIGTERM calls stop(); kubelet, stuck, answers nothing meanwhile.
+    updater = Updater(Settings(NODE, host, str(kubelet.socket), None, interval=1), publish=lambda _obj: False)
+    updater.podresources.timeout = 120
+    kubelet.hold = threading.Event()
+    loop = threading.Thread(target=updater.run, daemon=True)
+    loop.start()
+    try:
+        wait_until(lambda: kubelet.calls["GetAllocatableResources"] == 1, what="a call to kubelet")
+        updater.stop()
+        loop.join(10)
+        assert not loop.is_alive(), "the pass waits for kubelet's answer"
+    finally:
+        kubelet.hold.set()
+    assert updater.last is None
