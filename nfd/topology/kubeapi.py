@@ -215,8 +215,8 @@ class KubeApi:
     def abort(self) -> None:
         """End the request waiting for its answer (it raises ApiError) and fail every later
         one: the updater is stopping, and an API server that does not answer must not
-        hold it until the timeout (twice: a PUT is sent again). Takes no lock: it runs in
-        the signal handler, on the thread that may be in the middle of a request."""
+        hold it until the timeout (twice: a PUT is sent again). Takes no lock: the
+        request under way holds it."""
         self._aborted = True
         conn = self._conn
         sock = conn.sock if conn is not None else None

@@ -51,8 +51,7 @@ class PodResources:
     def cancel(self) -> None:
         """End the call under way (its read answers None) and every later read: the
         updater is stopping, and a kubelet that does not answer must not hold it until
-        the timeout. Takes no lock: it runs in the signal handler, on the thread that may
-        be waiting for the answer."""
+        the timeout. Called from another thread than the read's."""
         self._cancelled = True
         call = self._call
         if call is not None:

@@ -59,8 +59,7 @@ class Updater:
         self._nudged.set()
 
     def stop(self) -> None:
-        """End run(): at once, a call to kubelet under way too (no lock taken: SIGTERM's
-        handler calls this on the thread that runs the pass)."""
+        """End run() at once, a call to kubelet under way too (from another thread)."""
         self._stop.set()
         self._nudged.set()
         self.podresources.cancel()
