@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from concurrent import futures
 
 import grpc
+
+from nfd.daemonpool import DaemonPool
 
 # The longest unix socket path the kernel takes (sun_path is 108 bytes with the NUL).
 MAX_SOCKET_PATH = 107
@@ -43,6 +44,7 @@ class SocketServer:
         self._name = name  # its threads' name prefix
         self._make_dir = make_dir
         self._server: grpc.Server | None = None
+        self._pool: DaemonPool | None = None
         self._id: FileId | None = None
 
     def serve(self) -> None:
@@ -54,10 +56,11 @@ class SocketServer:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
-        server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix=self._name),
-            options=[("grpc.so_reuseport", 0)],
-        )
+        # Handlers run on daemon threads: one blocked in I/O (a claim read from an API
+        # server that does not answer) must not keep a stopped plugin alive.
+        pool = DaemonPool(self._workers, self._name)
+        # grpc's stubs name ThreadPoolExecutor; the server only submits to it.
+        server = grpc.server(pool, options=[("grpc.so_reuseport", 0)])  # type: ignore[arg-type]
         self._add(server)
         try:
             port = server.add_insecure_port("unix:" + self.path)
@@ -66,7 +69,7 @@ class SocketServer:
         if port == 0:
             raise OSError(f"cannot listen on {self.path}")
         server.start()
-        self._server = server
+        self._server, self._pool = server, pool
         self._id = file_id(os.stat(self.path))
 
     def serving(self) -> bool:
@@ -81,10 +84,12 @@ class SocketServer:
     def stop(self) -> None:
         if self._server is not None:
             self._server.stop(grace=None)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)  # idle threads end now, busy ones after their call
         if self._id is not None:
             try:  # remove the socket only if it is still ours
                 if file_id(os.stat(self.path)) == self._id:
                     os.unlink(self.path)
             except OSError:
                 pass
-        self._server, self._id = None, None
+        self._server, self._pool, self._id = None, None, None

@@ -122,12 +122,21 @@ def add_port_argument(p: argparse.ArgumentParser, *, serves: str, default: str) 
 
 def stop_on_signals(stop: Callable[[], object], log: logging.Logger) -> None:
     """SIGTERM (how a Pod is stopped) and SIGINT call ``stop``, which ends the command's
-    run loop; the command then exits 0."""
+    run loop; the command then exits 0.
+
+    ``stop`` runs on a thread of its own, once: a handler runs on the main thread
+    wherever it was interrupted, perhaps holding a lock that ``stop`` takes (an Event's,
+    as a wait begins or ends), and ``stop`` would wait there for good."""
     import signal
+    import threading
+
+    started: list[threading.Thread] = []
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info("signal %d: stopping", signum)
-        stop()
+        if not started:
+            started.append(threading.Thread(target=stop, name="nfd-stop", daemon=True))
+            started[0].start()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)

@@ -85,9 +85,17 @@ def run(args: argparse.Namespace) -> int:
         )
         pods = PodWatch(api, settings.node_name, on_change=updater.nudge)
         updater.is_exclusive = pods.is_exclusive
+
+        def stop() -> None:
+            updater.stop()
+            pods.stop()
+            api.abort()  # a write under way: the next updater writes the object again
+
+        if not args.oneshot:  # before the wait below, which a stopped Pod must not sit out
+            stop_on_signals(stop, log)
         pods.start()
         # Pinned CPUs are judged from the pods; wait briefly for the first listing.
-        if not pods.wait_synced(10.0):
+        if not pods.wait_synced(10.0) and not pods.stopped:
             log.warning(
                 "no pod listing for node %s yet; taking kubelet's CPU assignments as they are",
                 settings.node_name,
@@ -97,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
             pods.stop()
             return 0 if updater.last is not None else 1
 
-    stop_on_signals(updater.stop, log)
+    if args.no_publish:
+        stop_on_signals(updater.stop, log)
     print(
         f"topology updater for node {settings.node_name}: every {settings.interval:g}s",
         file=sys.stderr,

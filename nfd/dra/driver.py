@@ -209,6 +209,7 @@ class DraDriver:
         if self.rediscovery is not None:
             self.rediscovery.stop()
         self.plugin.stop()
+        self.preparer.close()
         self.slices.stop()
         self.health.stop()
         close_states(self.inventory.states)

@@ -55,6 +55,7 @@ class Preparer:
         self.read_claim = read_claim
         self.cdi_kind = f"{driver}/{CDI_CLASS}"
         self._lock = threading.Lock()
+        self._closed = False  # stopping: no more writes (see close)
         self.claims = self._load()
 
     # -- the checkpoint ----------------------------------------------------------------
@@ -86,6 +87,17 @@ class Preparer:
     def _spec_path(self, uid: str) -> Path:
         return self.cdi_dir / f"{SPEC_PREFIX}{cdi_name(uid)}.json"
 
+    def close(self) -> None:
+        """Wait for a write under way (a CDI spec and the checkpoint) to end, and refuse
+        writes from now on: a call still reading its claim when the process exits is
+        dropped whole, never half-written. kubelet retries the refused ones."""
+        with self._lock:
+            self._closed = True
+
+    def _check_open(self, where: str) -> None:
+        if self._closed:
+            raise ClaimError(f"{where}: the plugin is stopping; kubelet retries")
+
     # -- the calls ----------------------------------------------------------------------
     def prepare(self, namespace: str, uid: str, name: str) -> tuple[PreparedDevice, ...]:
         with self._lock:
@@ -112,6 +124,7 @@ class Preparer:
             done = self.claims.get(uid)
             if done is not None:  # a concurrent call for the same claim got there first
                 return done.devices
+            self._check_open(where)
             prepared = self._write_spec(namespace, name, uid, found, by_device)
             self.claims[uid] = prepared
             try:
@@ -191,6 +204,7 @@ class Preparer:
 
     def unprepare(self, namespace: str, uid: str, name: str) -> None:
         with self._lock:
+            self._check_open(f"claim {namespace}/{name}")
             try:
                 self._spec_path(uid).unlink(missing_ok=True)
             except OSError as e:

@@ -19,11 +19,11 @@ import logging
 import re
 import ssl
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from nfd.daemonpool import DaemonPool
 from nfd.master.bodylimit import read_body
 from nfd.master.replica import own_key
 
@@ -45,7 +45,7 @@ class Forwarder:
         self.ca_file = ca_file
         self.timeout_s = timeout_s
         self._pool: Any = None
-        self._threads = ThreadPoolExecutor(max_workers=8, thread_name_prefix="forward")
+        self._threads = DaemonPool(8, "forward")  # a stopped follower does not wait for the leader
 
     def _manager(self) -> Any:
         if self._pool is None:

@@ -11,12 +11,12 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+from nfd.daemonpool import DaemonPool
 from nfd.master import apierrors
 from nfd.master.apierrors import KubeError as KubeError  # the callers' one import
 from nfd.master.ratelimit import AdaptiveRate
@@ -150,7 +150,9 @@ class KubeApi:
             settings.qps, settings.burst, min_qps=settings.min_qps, slow_s=settings.slow_request_s
         )
         # Bounded: the node workers, plus room for auth, leases and the watches' LISTs.
-        self.pool = ThreadPoolExecutor(max_workers=settings.parallelism + 6, thread_name_prefix="kube")
+        # Daemon threads: a call the API server does not answer (a LIST may take a
+        # minute) must not keep a stopped master alive.
+        self.pool = DaemonPool(settings.parallelism + 6, "kube")
         self.timeout = settings.request_timeout_s
         # What CoreV1Api's patch calls ask for (they list json, yaml, protobuf, cbor).
         self._accept = api_client.select_header_accept(

@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 
 # Where the holder serves (``https://10.1.2.3:8080``); followers forward to it.
 URL_ANNOTATION = "nfd.node.kubernetes.io/master-url"
+# How long a stopping leader tries to release the Lease: an API server that does not
+# answer must not hold up the shutdown (the Lease then expires, as a crashed leader's).
+RELEASE_TIMEOUT_S = 2.0
 
 
 def _micro_time() -> str:
@@ -62,7 +65,13 @@ class LeaderElector:
             await asyncio.gather(self._task, return_exceptions=True)
         if self.leader:
             self._set(False, why="")
-            await self._release()
+            try:
+                await asyncio.wait_for(self._release(), RELEASE_TIMEOUT_S)
+            except TimeoutError:
+                log.info(
+                    "leader election: could not release the lease within %gs; it expires instead",
+                    RELEASE_TIMEOUT_S,
+                )
 
     def status(self) -> str:
         """This instance's part, as /readyz says it; never claims a lease it cannot renew."""

@@ -14,6 +14,7 @@ import base64
 import http.client
 import json
 import os
+import socket
 import ssl
 import threading
 from collections.abc import Iterator
@@ -156,6 +157,7 @@ class KubeApi:
         self.timeout = timeout
         self._conn: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()
+        self._aborted = False  # stopping: every request fails at once (see abort)
 
     def _connect(self, timeout: float | None) -> http.client.HTTPConnection:
         e = self.endpoint
@@ -177,6 +179,8 @@ class KubeApi:
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         with self._lock:
             for attempt in (1, 2):  # a kept-alive connection the server closed: once more
+                if self._aborted:
+                    raise ApiError(0, f"{method} {url}: stopping")
                 if self._conn is None:
                     self._conn = self._connect(self.timeout)
                 try:
@@ -187,8 +191,9 @@ class KubeApi:
                 except (http.client.HTTPException, OSError) as e:
                     self._conn.close()
                     self._conn = None
-                    if attempt == 2 or method not in ("GET", "PUT"):
-                        raise ApiError(0, f"{method} {url}: {e}") from None
+                    if attempt == 2 or method not in ("GET", "PUT") or self._aborted:
+                        why = "stopping" if self._aborted else str(e)
+                        raise ApiError(0, f"{method} {url}: {why}") from None
         return _decode(resp.status, raw, f"{method} {url}")
 
     def watch(self, url: str, *, timeout: float) -> Iterator[dict[str, Any]]:
@@ -206,6 +211,20 @@ class KubeApi:
             raise ApiError(0, f"watch {url}: {e}") from None
         finally:
             conn.close()
+
+    def abort(self) -> None:
+        """End the request waiting for its answer (it raises ApiError) and fail every later
+        one: the updater is stopping, and an API server that does not answer must not
+        hold it until the timeout (twice: a PUT is sent again). Takes no lock: the
+        request under way holds it."""
+        self._aborted = True
+        conn = self._conn
+        sock = conn.sock if conn is not None else None
+        if sock is not None:
+            try:  # the plain socket's shutdown, for TLS too: the blocked read sees EOF
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:  # closed meanwhile
+                pass
 
     def close(self) -> None:
         with self._lock:

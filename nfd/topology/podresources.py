@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -39,13 +40,26 @@ class PodResources:
         self.socket = socket
         self.timeout = timeout
         self._waiting: str | None = None  # why the last read failed (logged once)
+        self._cancelled = False
+        self._call: grpc.Future[Any] | None = None  # the call under way
 
     def _fail(self, reason: str) -> None:
         if self._waiting is None:
             log.warning("waiting for kubelet's PodResources API at %s: %s; retrying", self.socket, reason)
         self._waiting = reason
 
+    def cancel(self) -> None:
+        """End the call under way (its read answers None) and every later read: the
+        updater is stopping, and a kubelet that does not answer must not hold it until
+        the timeout. Called from another thread than the read's."""
+        self._cancelled = True
+        call = self._call
+        if call is not None:
+            call.cancel()
+
     def read(self) -> Snapshot | None:
+        if self._cancelled:
+            return None
         if not os.path.exists(self.socket):
             self._fail("no such socket (is the kubelet pod-resources directory mounted?)")
             return None
@@ -53,12 +67,13 @@ class PodResources:
         try:
             with grpc.insecure_channel(f"unix:{self.socket}", options=options) as channel:
                 raw_allocatable, raw_pods = (
-                    channel.unary_unary(method, request_serializer=None, response_deserializer=None)(
-                        _EMPTY, timeout=self.timeout
-                    )
-                    for method in (messages.GET_ALLOCATABLE, messages.LIST)
+                    self._ask(channel, m) for m in (messages.GET_ALLOCATABLE, messages.LIST)
                 )
+        except grpc.FutureCancelledError:
+            return None
         except grpc.RpcError as e:
+            if self._cancelled:  # cancelled as the answer failed anyway
+                return None
             code = e.code() if isinstance(e, grpc.Call) else None
             detail = e.details() if isinstance(e, grpc.Call) else str(e)
             self._fail(f"{code.name if code else 'error'}: {detail}")
@@ -74,3 +89,14 @@ class PodResources:
             log.warning("kubelet's PodResources API at %s answers again", self.socket)
             self._waiting = None
         return Snapshot(allocatable, pods)
+
+    def _ask(self, channel: grpc.Channel, method: str) -> bytes:
+        call = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
+        future: grpc.Future[bytes] = call.future(_EMPTY, timeout=self.timeout)
+        self._call = future
+        try:
+            if self._cancelled:  # cancel() came before the call was there to cancel
+                future.cancel()
+            return future.result()
+        finally:
+            self._call = None

@@ -68,6 +68,7 @@ class PodWatch:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._synced = threading.Event()
+        self._wake = threading.Event()  # synced or stopped: wait_synced returns
         self._thread: threading.Thread | None = None
 
     def is_exclusive(self, namespace: str, pod: str, container: str) -> bool | None:
@@ -76,7 +77,14 @@ class PodWatch:
         return None if known is None else container in known[0]
 
     def wait_synced(self, timeout: float) -> bool:
-        return self._synced.wait(timeout)
+        """Whether the pods were listed within ``timeout`` seconds; False as soon as the
+        watch is stopped."""
+        self._wake.wait(timeout)
+        return self._synced.is_set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
@@ -84,6 +92,7 @@ class PodWatch:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
 
     def _url(self, **query: str) -> str:
         return path("api", "v1", "pods", fieldSelector=f"spec.nodeName={self.node_name}", **query)
@@ -98,6 +107,7 @@ class PodWatch:
             changed = pods != self._pods
             self._pods = pods
         self._synced.set()
+        self._wake.set()
         if changed:
             self.on_change()
         return str((body.get("metadata") or {}).get("resourceVersion") or "")

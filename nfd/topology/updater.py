@@ -59,8 +59,10 @@ class Updater:
         self._nudged.set()
 
     def stop(self) -> None:
+        """End run() at once, a call to kubelet under way too (from another thread)."""
         self._stop.set()
         self._nudged.set()
+        self.podresources.cancel()
 
     def _policy(self) -> tuple[kubeletconfig.TopologyPolicy | None, list[str]]:
         if self.settings.kubelet_config is None:

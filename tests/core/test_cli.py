@@ -54,3 +54,25 @@ def test_labels_come_out_sorted_by_their_full_name(fixtures: Path) -> None:
         nfd("discover", "--host-root", str(fixtures / "hosts" / "gpu-h100x8"), "-o", "json").stdout
     )
     assert list(doc["labels"]) == sorted(doc["labels"])
+
+
+def test_a_signal_landing_while_the_main_thread_holds_the_stop_events_lock_still_stops() -> None:
+    # Event.wait() holds the event's lock as it begins and ends waiting, so SIGTERM may
+    # land there; a handler that set the event itself, on that thread, waited for the
+    # lock for good (as APScheduler's shutdown once waited for the job-store lock).
+    code = (
+        "import logging, os, signal, threading\n"
+        "from nfd.commands._common import stop_on_signals\n"
+        "stop = threading.Event()\n"
+        "stop_on_signals(stop.set, logging.getLogger('t'))\n"
+        "with stop._cond:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    for _ in range(1000):  # the handler runs in here\n"
+        "        pass\n"
+        "print(stop.wait(10), flush=True)\n"
+    )
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the signal handler waits for a lock its own thread holds") from None
+    assert (p.returncode, p.stdout) == (0, "True\n"), p.stderr

@@ -1,10 +1,12 @@
 """kubelet's PodResources service (v1) for tests and benchmarks: the real gRPC service on
 a real unix socket, answering whatever ``allocatable`` and ``pods`` hold now (tests change
-them between passes) and counting the calls."""
+them between passes) and counting the calls; ``hold`` makes the calls wait, as a stuck
+kubelet."""
 
 from __future__ import annotations
 
 import tempfile
+import threading
 from concurrent import futures
 from pathlib import Path
 
@@ -22,12 +24,14 @@ class _Lister(pb_grpc.PodResourcesListerServicer):
         self, request: pb.ListPodResourcesRequest, context: grpc.ServicerContext
     ) -> pb.ListPodResourcesResponse:
         self.owner.calls["List"] += 1
+        self.owner.held()
         return self.owner.pods
 
     def GetAllocatableResources(
         self, request: pb.AllocatableResourcesRequest, context: grpc.ServicerContext
     ) -> pb.AllocatableResourcesResponse:
         self.owner.calls["GetAllocatableResources"] += 1
+        self.owner.held()
         return self.owner.allocatable
 
 
@@ -43,7 +47,12 @@ class PodResourcesStandIn:
         self.allocatable = allocatable or pb.AllocatableResourcesResponse()
         self.pods = pods or pb.ListPodResourcesResponse()
         self.calls = {"List": 0, "GetAllocatableResources": 0}
+        self.hold: threading.Event | None = None  # set: each call waits for it, as a stuck kubelet
         self._server: grpc.Server | None = None
+
+    def held(self) -> None:
+        if self.hold is not None:
+            self.hold.wait(60)
 
     def start(self) -> PodResourcesStandIn:
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
