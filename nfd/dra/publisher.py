@@ -29,6 +29,12 @@ def _reason(e: BaseException) -> str:
     return str(cause).splitlines()[0]
 
 
+# Each call to the API server: one that does not answer fails, and is tried again at the
+# next sync (slices) or by kubelet (a claim read in NodePrepareResources), instead of
+# holding a thread for good.
+REQUEST_TIMEOUT_S = 10.0
+
+
 class PublishError(Exception):
     """A write the API server refused or could not take; retried by the caller."""
 
@@ -41,12 +47,15 @@ def _why(e: Any) -> str:
 
 
 class SlicePublisher:
-    def __init__(self, api_client: Any, *, driver: str, node: str) -> None:
+    def __init__(
+        self, api_client: Any, *, driver: str, node: str, timeout: float = REQUEST_TIMEOUT_S
+    ) -> None:
         from kubernetes import client
 
         self.api: Any = client.ResourceV1Api(api_client)  # plain JSON in and out, not its models
         self.driver = driver
         self.node = node
+        self.timeout = timeout
         self.writes = 0  # creates, replaces and deletes made (benchmarks, tests)
         self._synced: list[dict[str, Any]] | None = None
         # Our slices as last written (name -> resourceVersion) and their generation.
@@ -55,7 +64,9 @@ class SlicePublisher:
 
     def _existing(self) -> list[dict[str, Any]]:
         resp = self.api.list_resource_slice(
-            field_selector=f"spec.nodeName={self.node},spec.driver={self.driver}", _preload_content=False
+            field_selector=f"spec.nodeName={self.node},spec.driver={self.driver}",
+            _preload_content=False,
+            _request_timeout=self.timeout,
         )
         items: list[dict[str, Any]] = json.loads(resp.data).get("items") or []
         return items
@@ -90,15 +101,21 @@ class SlicePublisher:
                 name = s["metadata"]["name"]
                 rv = existing.pop(name, None)
                 if rv is None:
-                    resp = self.api.create_resource_slice(s, _preload_content=False)
+                    resp = self.api.create_resource_slice(
+                        s, _preload_content=False, _request_timeout=self.timeout
+                    )
                 else:
                     s["metadata"]["resourceVersion"] = rv
-                    resp = self.api.replace_resource_slice(name, s, _preload_content=False)
+                    resp = self.api.replace_resource_slice(
+                        name, s, _preload_content=False, _request_timeout=self.timeout
+                    )
                 written[name] = json.loads(resp.data)["metadata"]["resourceVersion"]
                 writes += 1
             for name in existing:  # left over from a larger pool or an older run
                 try:
-                    self.api.delete_resource_slice(name, _preload_content=False)
+                    self.api.delete_resource_slice(
+                        name, _preload_content=False, _request_timeout=self.timeout
+                    )
                 except ApiException as e:
                     if e.status != 404:
                         raise
@@ -134,34 +151,23 @@ class SlicePublisher:
                 return False
         return True
 
-    def delete_all(self) -> int:
-        """Withdraw every slice of this node and driver (uninstall)."""
-        from kubernetes.client.exceptions import ApiException
-
-        n = 0
-        try:
-            for s in self._existing():
-                self.api.delete_resource_slice(s["metadata"]["name"], _preload_content=False)
-                n += 1
-        except ApiException as e:
-            raise PublishError(f"ResourceSlices for node {self.node}: HTTP {e.status}: {_why(e)}") from None
-        self._synced = self._written = None
-        return n
-
 
 class ClaimReaderApi:
     """Reads a ResourceClaim (the DRA plugin's ClaimReader)."""
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, *, timeout: float = REQUEST_TIMEOUT_S) -> None:
         from kubernetes import client
 
+        self.timeout = timeout
         self.api: Any = client.ResourceV1Api(api_client)  # plain JSON in and out, not its models
 
     def __call__(self, namespace: str, name: str) -> dict[str, Any]:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            resp = self.api.read_namespaced_resource_claim(name, namespace, _preload_content=False)
+            resp = self.api.read_namespaced_resource_claim(
+                name, namespace, _preload_content=False, _request_timeout=self.timeout
+            )
         except ApiException as e:
             raise ClaimError(f"claim {namespace}/{name}: HTTP {e.status}: {_why(e)}") from None
         except (OSError, HTTPError) as e:

@@ -188,3 +188,29 @@ def test_a_change_is_written_without_listing_and_a_conflict_reads_again(
     assert pub.sync(devices(8)) == 1
     [stored] = fake_api.objects.list("resourceslices")
     assert len(stored["spec"]["devices"]) == 8 and stored["spec"]["pool"]["generation"] == 3
+
+
+def test_an_api_server_that_does_not_answer_costs_one_timeout_not_a_thread(
+    fake_api: FakeApiServer, fake_api_client: Any
+) -> None:
+    # A claim read in NodePrepareResources, or a slice write, that never gets an answer
+    # fails after the request timeout (kubelet retries the one, the next sync the other).
+    from dra.claims import create_claim
+
+    from nfd.dra.prepare import ClaimError
+    from nfd.dra.publisher import ClaimReaderApi
+
+    claim = create_claim(fake_api_client, "default", "slow", device_class="fpga.example.com")
+    # The client tries a read that timed out again, a few times: every try is late.
+    fake_api.faults.delay(60, method="GET", path=r"/resourceclaims/slow$")
+    with pytest.raises(ClaimError, match="claim default/slow: API server unreachable"):
+        ClaimReaderApi(fake_api_client, timeout=0.5)("default", "slow")
+    fake_api.faults.clear()
+    assert (
+        ClaimReaderApi(fake_api_client, timeout=0.5)("default", "slow")["metadata"]["uid"]
+        == claim["metadata"]["uid"]
+    )
+
+    fake_api.faults.delay(60, method="GET", path=r"/resourceslices$")
+    with pytest.raises(PublishError, match="API server unreachable"):
+        SlicePublisher(fake_api_client, driver=DRIVER, node=NODE, timeout=0.5).sync(devices(2))
