@@ -16,7 +16,7 @@ from typing import Any
 
 from nfd.features import Features
 from nfd.nodefeature import GROUP, PLURAL, VERSION, for_worker
-from nfd.worker.client import MasterUnreachable, Reply
+from nfd.worker.client import DEFAULT_TIMEOUT, MasterUnreachable, Reply
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,7 @@ class NodeFeaturePublisher:
         pod_uid: str = "",
         kubeconfig: str | None = None,
         api_client: Any = None,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         from kubernetes import client, config
 
@@ -46,13 +47,18 @@ class NodeFeaturePublisher:
         self.labels_of = labels_of
         self.pod_name, self.pod_uid = pod_name, pod_uid
         self.base_url = f"NodeFeature API ({namespace})"
+        # As the master client's: an API server that does not answer costs the pass a
+        # timeout (the worker backs off and tries again), never a pass that does not end.
+        self.timeout = timeout
         self._written: str = ""  # the spec last written, as canonical JSON
 
     def _get(self, node: str) -> dict[str, Any] | None:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            got = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, node)
+            got = self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, PLURAL, node, _request_timeout=self.timeout
+            )
             return got if isinstance(got, dict) else None
         except ApiException as e:
             if e.status == 404:
@@ -75,12 +81,14 @@ class NodeFeaturePublisher:
         try:
             current = self._get(node)
             if current is None:
-                self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, obj)
+                self.custom.create_namespaced_custom_object(
+                    GROUP, VERSION, self.namespace, PLURAL, obj, _request_timeout=self.timeout
+                )
             else:
                 # A replace, not a merge patch: a merge would keep features that are gone.
                 obj["metadata"]["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
                 self.custom.replace_namespaced_custom_object(
-                    GROUP, VERSION, self.namespace, PLURAL, node, obj
+                    GROUP, VERSION, self.namespace, PLURAL, node, obj, _request_timeout=self.timeout
                 )
         except ApiException as e:
             # 409: changed under us; the next pass writes again. Others: as the master's.

@@ -357,3 +357,20 @@ def test_status_server_answers_odd_requests_plainly() -> None:
             assert s.recv(100).startswith(b"HTTP/1.0 400 ")
     finally:
         server.stop()
+
+
+def test_nodefeature_publisher_gives_up_on_an_api_server_that_does_not_answer(
+    fake_api: Any, fake_api_client: Any
+) -> None:
+    # The pass fails as with a master that does not answer (the worker backs off),
+    # instead of waiting on the API server for good.
+    from nfd.worker.nodefeature_publisher import NodeFeaturePublisher
+
+    pub = NodeFeaturePublisher(
+        namespace="nfd", labels_of=lambda f: {}, api_client=fake_api_client, timeout=0.3
+    )
+    fake_api.faults.delay(60, method="GET", path=r"/nodefeatures/n1$")
+    with pytest.raises(MasterUnreachable, match="ReadTimeoutError|timed out"):
+        pub.heartbeat("n1", "digest")
+    fake_api.faults.clear()
+    assert pub.heartbeat("n1", "digest").body == {"known": False}
