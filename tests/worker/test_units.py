@@ -370,7 +370,7 @@ def test_nodefeature_publisher_gives_up_on_an_api_server_that_does_not_answer(
         namespace="nfd", labels_of=lambda f: {}, api_client=fake_api_client, timeout=0.3
     )
     fake_api.faults.delay(60, method="GET", path=r"/nodefeatures/n1$")
-    with pytest.raises(MasterUnreachable, match="ReadTimeoutError|timed out"):
+    with pytest.raises(MasterUnreachable, match=r"ReadTimeoutError|timed out"):
         pub.heartbeat("n1", "digest")
     fake_api.faults.clear()
     assert pub.heartbeat("n1", "digest").body == {"known": False}
