@@ -66,3 +66,13 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def shown(value: object, width: int = 60) -> str:
+    """A value from a user's file in a one-line message: a whole number too long for
+    64 bits as its size (Python will not print one of thousands of digits), anything
+    else as its repr, cut at ``width``."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"a number of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."

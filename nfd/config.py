@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 
+from nfd.chars import shown
 from nfd.record import Record, field, field_metadata, record_fields
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
@@ -226,7 +227,7 @@ def _convert(default: Any, value: Any, warnings: list[str], where: str, *, raw: 
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise ConfigError(f"{where}: expected a string")
         if isinstance(value, int) and not _printable_int(value):
-            raise ConfigError(f"{where}: {_number(value)}, expected a string")
+            raise ConfigError(f"{where}: {shown(value)}, expected a string")
         return str(value)
     if isinstance(default, float):
         if isinstance(value, str):
@@ -235,14 +236,14 @@ def _convert(default: Any, value: Any, warnings: list[str], where: str, *, raw: 
             raise ConfigError(f"{where}: expected a number or a duration such as 60s")
         if not 0 <= value <= MAX_DURATION_S:  # NaN too
             raise ConfigError(
-                f"{where}: {_number(value)} is not a duration of 0 to {MAX_DURATION_S:.0f} seconds"
+                f"{where}: {shown(value)} is not a duration of 0 to {MAX_DURATION_S:.0f} seconds"
             )
         return float(value)
     if isinstance(default, int):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{where}: expected a whole number")
         if not -(2**63) <= value < 2**63:
-            raise ConfigError(f"{where}: {_number(value)} is not a 64-bit whole number")
+            raise ConfigError(f"{where}: {shown(value)} is not a 64-bit whole number")
         return value
     return value  # a field without a typed default takes the value as it is
 
@@ -252,12 +253,6 @@ def _printable_int(value: int) -> bool:
 
     limit = sys.get_int_max_str_digits()
     return limit == 0 or value.bit_length() < limit * 3  # 2**3 < 10: fewer bits, fewer digits
-
-
-def _number(value: float) -> str:
-    if isinstance(value, int) and not _printable_int(value):
-        return f"a number of {value.bit_length()} bits"
-    return repr(value)
 
 
 # Go's longest time.Duration, 2**63-1 ns (about 292 years): a longer one does not parse

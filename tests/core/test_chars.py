@@ -14,6 +14,7 @@ from nfd.chars import (
     keep_only,
     only,
     replace_others,
+    shown,
 )
 
 SAMPLES = [
@@ -43,3 +44,10 @@ def test_clean_ups_agree_with_substitutions(text: str) -> None:
 
 def test_only() -> None:
     assert only("", "ab") and only("abba", "ab") and not only("abc", "ab") and not only("cab", "ab")
+
+
+def test_a_value_in_a_message_stays_short() -> None:
+    assert shown(2**63) == "9223372036854775808"  # 64 bits: printed
+    assert shown(10**5000) == "a number of 16610 bits"
+    assert shown("x" * 100) == "'" + "x" * 56 + "..."  # 60 characters
+    assert shown(float("nan")) == "nan" and shown(None) == "None"

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from nfd import hostfiles
+from nfd.chars import shown
 from nfd.devices.model import ConfigError, FoundDevice
 from nfd.features import Features
 from nfd.hostroot import HostRoot
@@ -116,19 +117,11 @@ def string_list(raw: Any, where: str) -> tuple[str, ...]:
     for item in items:
         if isinstance(item, bool) or not isinstance(item, str):
             hint = " (quote hex IDs: YAML reads 0300 or 8086 as numbers)" if isinstance(item, int) else ""
-            raise ConfigError(f"{where}: expected a string or a list of strings, got {_shown(item)}{hint}")
+            raise ConfigError(f"{where}: expected a string or a list of strings, got {shown(item)}{hint}")
         if not item.strip():
             raise ConfigError(f"{where}: empty string")
         out.append(item.strip())
     return tuple(out)
-
-
-def _shown(value: Any) -> str:
-    # A number too large to print in decimal, or a long list: not the whole of it.
-    if isinstance(value, int) and value.bit_length() > 64:
-        return f"a number of {value.bit_length()} bits"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def mapping(raw: Any, where: str, allowed: tuple[str, ...]) -> dict[str, Any]:
