@@ -110,8 +110,7 @@ class Executor:
         elif isinstance(v, bool | str | float):
             raise TemplateError(f"range can't iterate over {go_str(v)}")
         elif isinstance(v, int):
-            # One (i, i) at a time: ``range 1000000`` makes no list.
-            items = zip(range(v), range(v), strict=True) if v > 0 else ()
+            items = ((i, i) for i in range(v))  # one at a time: ``range 1000000`` makes no list
         elif isinstance(v, Mapping):
             items = [(k, v[k]) for k in sorted(v, key=str)]
         elif isinstance(v, list | tuple):
