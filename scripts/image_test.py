@@ -14,7 +14,7 @@ mounted where and how the pod mounts it (image_pods.py), its arguments and envir
 - the master answers /healthz; SIGTERM ends it and a running worker with exit status 0.
 
 Podman's configuration, its storage and the base image live under .image/ (gitignored);
-a warm run reuses them. Usage: scripts/image_test.py [--work DIR] [--keep]
+a warm run reuses them. Usage: scripts/image_test.py [--work DIR] [--keep] [--save TAR]
 """
 
 from __future__ import annotations
@@ -235,6 +235,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--work", type=Path, default=REPO / ".image", help="podman config, storage and cache")
     parser.add_argument("--keep", action="store_true", help="keep the containers (for debugging)")
+    parser.add_argument(
+        "--save",
+        type=Path,
+        metavar="TAR",
+        help="once it passed, save the image as a docker archive (for a node)",
+    )
     args = parser.parse_args()
     started = time.monotonic()
     podman: Podman | None = None
@@ -254,6 +260,10 @@ def main() -> int:
             os.chmod(scratch, 0o755)  # the containers' uid reads the volumes written here
             labels = check_discover(podman, worker_of("default", NODE, scratch / "discover"))
             check_master_and_workers(podman, scratch, labels)
+        if args.save is not None:
+            args.save.unlink(missing_ok=True)
+            podman.run("save", "--format", "docker-archive", "--output", str(args.save), IMAGE)
+            log(f"saved {IMAGE} to {args.save}")
     except (Failed, PodError, subprocess.TimeoutExpired) as e:
         log(f"FAILED: {e}")
         return 1
