@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         )
         pods = PodWatch(api, settings.node_name, on_change=updater.nudge)
         updater.is_exclusive = pods.is_exclusive
+        updater.requested = pods.requested
 
         def stop() -> None:
             updater.stop()

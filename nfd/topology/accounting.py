@@ -1,17 +1,24 @@
 """Per-NUMA-zone capacity, allocatable and available, as kubelet's resource managers
-count them. Pure: takes the NUMA layout and kubelet's two PodResources answers.
+count them. Pure: takes the NUMA layout, kubelet's two PodResources answers and, where the
+pods are known, what the running pods request.
 
-- cpu: capacity is the zone's CPUs (sysfs); allocatable the CPUs kubelet may hand out
-  (``GetAllocatableResources``, which leaves out ``reservedSystemCPUs``); available is
+- cpu (counted in milli-CPUs): capacity is the zone's CPUs (sysfs). Under the static CPU
+  manager (kubelet lists allocatable CPU IDs), allocatable is the CPUs kubelet may hand out
+  (``GetAllocatableResources``, which leaves out ``reservedSystemCPUs``) and available is
   allocatable less the CPUs assigned exclusively. Only containers that the CPU manager
   pins count: ``is_exclusive`` says which (Guaranteed pod, integer CPU request); older
   kubelets list the shared pool for every other container too. For a pod it does not
   know (yet), a container counts unless its CPUs are listed for another container too
   (pinned sets never overlap; the shared pool is listed for every shared container).
-- memory and ``hugepages-*``: capacity from sysfs; allocatable from the memory manager's
-  per-NUMA answer where kubelet gives one, else the capacity; available less what the
-  memory manager pinned to the zone. A block pinned to several zones is taken from them
-  in ascending order, as the memory manager fills them.
+- memory and ``hugepages-*``: capacity from sysfs; under the memory manager's static
+  policy (kubelet answers per NUMA node), allocatable is that answer and available less
+  what the memory manager pinned to the zone. A block pinned to several zones is taken
+  from them in ascending order, as the memory manager fills them.
+- CPU manager ``none`` (no allocatable CPU IDs) and memory manager ``None`` (no
+  allocatable memory): kubelet hands these out from one node-wide pool, so every zone's
+  CPUs and memory are allocatable, and what the running pods request (``requested``) is
+  taken from the zones in ascending order, so that the zones add up to what the node has
+  left. Without the pods (``requested`` None) available is allocatable.
 - devices: capacity and allocatable are the devices kubelet reports with that NUMA node
   in their topology (a device on several nodes counts in each; one with no topology in
   none); available less those assigned to containers.
@@ -22,7 +29,7 @@ machine lacks is left out and reported in ``warnings``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from nfd.topology import messages
@@ -31,6 +38,8 @@ from nfd.topology.layout import Layout
 # (namespace, pod, container) -> whether the CPU manager pinned its CPUs; None: unknown
 # (kubelet's answer is taken as it is).
 IsExclusive = Callable[[str, str, str], bool | None]
+
+MILLI = 1000  # cpu amounts are milli-CPUs: pod requests come in them
 
 
 @dataclass
@@ -64,14 +73,21 @@ def account(
     pods: messages.ListPodResourcesResponse,
     *,
     is_exclusive: IsExclusive | None = None,
+    requested: Mapping[str, int] | None = None,
 ) -> Accounting:
+    """``requested``: what the node's running pods request together (cpu in milli-CPUs,
+    memory and huge pages in bytes); None when the pods are not known."""
     zones = {n.id: Zone(n.id) for n in layout.nodes}
     warnings: list[str] = []
     node_of_cpu = layout.node_of_cpu()
+    cpu_pool = not allocatable.cpu_ids  # CPU manager "none": no CPU is ever pinned
+    memory_pool = not allocatable.memory  # memory manager "None"
 
     for n in layout.nodes:
         z = zones[n.id]
-        z.amount("cpu").capacity = len(n.cpus)
+        z.amount("cpu").capacity = len(n.cpus) * MILLI
+        if cpu_pool:
+            z.amount("cpu").allocatable = len(n.cpus) * MILLI
         if n.memory_bytes is not None:
             z.amount("memory").capacity = n.memory_bytes
         for name, size in n.hugepages_bytes.items():
@@ -82,7 +98,7 @@ def account(
         warnings.append(f"allocatable CPUs {_ids(stray)} are on no NUMA node of this machine")
     for cpu in set(allocatable.cpu_ids):
         if cpu in node_of_cpu:
-            zones[node_of_cpu[cpu]].amount("cpu").allocatable += 1
+            zones[node_of_cpu[cpu]].amount("cpu").allocatable += MILLI
 
     _allocatable_memory(zones, allocatable.memory, warnings)
 
@@ -104,14 +120,17 @@ def account(
         for c in pod.containers:
             where = f"pod {pod.namespace}/{pod.name} container {c.name}"
             pinned = None
-            if c.cpu_ids and is_exclusive is not None:
-                pinned = is_exclusive(pod.namespace, pod.name, c.name)
-            if c.cpu_ids and pinned is None:
-                # A pod not (yet) known: pinned sets never overlap, so CPUs that another
-                # container is listed with too are the shared pool.
-                shared = _listed_twice(pods) if shared is None else shared
-                pinned = shared.isdisjoint(c.cpu_ids)
-            if c.cpu_ids and pinned:
+            # Under CPU manager "none" nothing is pinned (an older kubelet may still list
+            # the pool); the pods' requests are taken below.
+            if c.cpu_ids and not cpu_pool:
+                if is_exclusive is not None:
+                    pinned = is_exclusive(pod.namespace, pod.name, c.name)
+                if pinned is None:
+                    # A pod not (yet) known: pinned sets never overlap, so CPUs that another
+                    # container is listed with too are the shared pool.
+                    shared = _listed_twice(pods) if shared is None else shared
+                    pinned = shared.isdisjoint(c.cpu_ids)
+            if pinned:
                 _take_cpus(zones, node_of_cpu, c.cpu_ids, where, warnings)
             for dev in c.devices:
                 listed = list(dev.topology)
@@ -123,7 +142,13 @@ def account(
                         zones[node].amount(dev.resource_name).available -= 1
             for mem in c.memory:
                 nodes = _known(list(mem.topology), zones, f"{where}: {mem.memory_type}", warnings)
-                _take_memory(zones, nodes, mem.memory_type, mem.size)
+                _take(zones, nodes, mem.memory_type, mem.size)
+
+    for name, amount in (requested or {}).items():
+        if (cpu_pool and name == "cpu") or (
+            memory_pool and (name == "memory" or name.startswith("hugepages-"))
+        ):
+            _take(zones, [z.id for z in zones.values() if name in z.resources], name, amount)
 
     for z in zones.values():
         for a in z.resources.values():
@@ -192,10 +217,14 @@ def _take_cpus(
     for cpu in set(cpus):
         node = node_of_cpu.get(cpu)
         if node is not None:
-            zones[node].amount("cpu").available -= 1
+            zones[node].amount("cpu").available -= MILLI
 
 
-def _take_memory(zones: dict[int, Zone], nodes: list[int], kind: str, size: int) -> None:
+def _take(zones: dict[int, Zone], nodes: list[int], kind: str, size: int) -> None:
+    """Takes ``size`` from the zones in ascending order, each as far as it has room, the
+    last one the rest (clamped at 0 later)."""
+    if not nodes:
+        return
     for node in sorted(nodes):
         a = zones[node].amount(kind)
         taken = size if node == max(nodes) else min(size, max(a.available, 0))

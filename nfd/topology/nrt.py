@@ -2,7 +2,7 @@
 
 Zones are named ``node-<N>`` with type ``Node`` and carry the sysfs distances to the other
 zones as costs; resources are sorted by name, quantities written as Kubernetes writes
-them (``64Gi``, ``24``). The Topology Manager policy and scope go into the top-level
+them (``64Gi``, ``24``, ``1500m``). The Topology Manager policy and scope go into the top-level
 attributes (``topologyManagerPolicy``, ``topologyManagerScope``, kubelet's spelling) and
 into the deprecated ``topologyPolicies`` that schedulers still read. The Node owns the
 object, so deleting the Node lets the garbage collector delete it.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from nfd.sources.memory import kib_quantity
-from nfd.topology.accounting import Zone
+from nfd.topology.accounting import MILLI, Zone
 from nfd.topology.kubeletconfig import TopologyPolicy
 from nfd.topology.layout import Layout
 
@@ -24,6 +24,10 @@ KIND = "NodeResourceTopology"
 
 
 def quantity(name: str, value: int) -> str:
+    """``value`` in the unit accounting counts ``name`` in: milli-CPUs for cpu, bytes for
+    memory and huge pages, a count for devices."""
+    if name == "cpu":
+        return str(value // MILLI) if value % MILLI == 0 else f"{value}m"
     if name == "memory" or name.startswith("hugepages-"):
         return kib_quantity(value // 1024) if value and value % 1024 == 0 else str(value)
     return str(value)

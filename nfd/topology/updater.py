@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,10 +42,12 @@ class Updater:
         publish: Callable[[dict[str, Any]], bool],
         is_exclusive: IsExclusive | None = None,
         node_uid: Callable[[], str | None] = lambda: None,
+        requested: Callable[[], Mapping[str, int]] | None = None,
     ) -> None:
         self.settings = settings
         self.publish = publish
         self.is_exclusive = is_exclusive
+        self.requested = requested  # what the running pods request; None: pods not known
         self.node_uid = node_uid
         self.podresources = PodResources(settings.socket)
         self._uid: str | None = None
@@ -85,7 +87,13 @@ class Updater:
         if snap is None:
             return None
         layout = read_layout(self.settings.host)
-        result = account(layout, snap.allocatable, snap.pods, is_exclusive=self.is_exclusive)
+        result = account(
+            layout,
+            snap.allocatable,
+            snap.pods,
+            is_exclusive=self.is_exclusive,
+            requested=None if self.requested is None else self.requested(),
+        )
         policy, policy_warnings = self._policy()
         if self._uid is None:
             self._uid = self.node_uid()

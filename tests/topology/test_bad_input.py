@@ -140,6 +140,24 @@ def test_unknown_policy_or_scope_publishes_without_the_attributes(
     assert {z["name"]: resources(z) for z in obj["zones"]} == by_hand()
 
 
+def test_a_missing_kubelet_config_publishes_without_the_attributes(
+    host: HostRoot, kubelet: PodResourcesStandIn, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A node that keeps its kubelet config elsewhere: the zones still go out, the policy
+    # is left out rather than guessed, and the warning names the file once.
+    config = tmp_path / "nowhere/config.yaml"
+    out: list[dict[str, Any]] = []
+    u = updater(host, kubelet.socket, config, out)
+    with caplog.at_level(logging.WARNING, logger="nfd.topology"):
+        for _ in range(3):
+            u.run_once()
+    (line,) = warnings(caplog)
+    assert str(config) in line and "\n" not in line
+    obj = out[-1]
+    assert "attributes" not in obj and "topologyPolicies" not in obj
+    assert {z["name"]: resources(z) for z in obj["zones"]} == by_hand()
+
+
 def test_unknown_numa_nodes_in_podresources_cost_those_values_only(
     host: HostRoot, kubelet: PodResourcesStandIn, kubelet_config: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
