@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dra": ("nfd.commands.dra", "publish ResourceSlices and serve kubelet's DRA plugin API"),
     "rules": ("nfd.commands.rules", "work with NodeFeatureRule objects offline"),
     "topology-updater": ("nfd.commands.topologyupdater", "publish this node's NodeResourceTopology object"),
+    "prune": ("nfd.commands.prune", "remove what nfd set from the cluster's Nodes (after an uninstall)"),
 }
 
 

@@ -37,16 +37,19 @@ WATCH_TIMEOUT_S = 300  # the server ends a watch after this; it resumes at once
 @dataclass(frozen=True)
 class Resource:
     """A collection the master lists and watches: a custom resource across all
-    namespaces (``group`` set), or core v1 ``nodes``, or ``pods`` in ``namespace``."""
+    namespaces (``group`` set), or core v1 ``nodes``, or ``pods`` in ``namespace``;
+    narrowed by the selectors set."""
 
     plural: str
     group: str = ""
     version: str = "v1"
     namespace: str = ""
     field_selector: str = ""
+    label_selector: str = ""
 
     def query(self) -> dict[str, str]:
-        return {"field_selector": self.field_selector} if self.field_selector else {}
+        q = {"field_selector": self.field_selector, "label_selector": self.label_selector}
+        return {k: v for k, v in q.items() if v}
 
 
 NODES = Resource("nodes")

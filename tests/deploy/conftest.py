@@ -12,6 +12,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 OVERLAYS = sorted(p.parent.name for p in (DEPLOY / "overlays").glob("*/kustomization.yaml"))
+# Every kustomization shipped: the install's overlays, and deploy/prune (the uninstall Job).
+PRUNE = "prune"
+KUSTOMIZATIONS = [*OVERLAYS, PRUNE]
 
 
 def kubectl() -> str:
@@ -23,9 +26,11 @@ def kubectl() -> str:
     return found
 
 
-def build(overlay: str) -> list[dict[str, Any]]:
+def build(name: str) -> list[dict[str, Any]]:
+    """An overlay, or ``PRUNE``, rendered."""
+    path = DEPLOY / PRUNE if name == PRUNE else DEPLOY / "overlays" / name
     out = subprocess.run(
-        [kubectl(), "kustomize", str(DEPLOY / "overlays" / overlay)],
+        [kubectl(), "kustomize", str(path)],
         capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     return [d for d in yaml.safe_load_all(out.stdout) if d]
@@ -33,4 +38,4 @@ def build(overlay: str) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="session")
 def built() -> dict[str, list[dict[str, Any]]]:
-    return {o: build(o) for o in OVERLAYS}
+    return {k: build(k) for k in KUSTOMIZATIONS}

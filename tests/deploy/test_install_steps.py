@@ -9,19 +9,24 @@ from typing import Any
 
 import pytest
 import yaml
-from deploy.conftest import DEPLOY, REPO, build, kubectl
+from deploy.conftest import DEPLOY, PRUNE, REPO, build, kubectl
 from deploy.manifests import containers, workloads
 
 DOCS = [REPO / "README.md", REPO / "docs/deploy.md"]
 HEREDOC = re.compile(r"^mkdir -p (\S+) && cat > \1/kustomization\.yaml <<'EOF'\n(.*?)^EOF\n", re.M | re.S)
 
 
-def install_overlay(doc: Path) -> tuple[str, str]:
-    """The overlay directory the steps create and the kustomization they write."""
-    found = HEREDOC.findall(doc.read_text())
-    assert len(found) == 1, f"{doc.name}: expected one `cat > DIR/kustomization.yaml <<'EOF'` step"
+def overlay_step(doc: Path, of: str) -> tuple[str, str]:
+    """The overlay directory the steps create on ``of`` (``deploy/overlays``: the
+    install; ``deploy/prune``: the uninstall's Job) and the kustomization they write."""
+    found = [(name, text) for name, text in HEREDOC.findall(doc.read_text()) if f"../{of}" in text]
+    assert len(found) == 1, f"{doc.name}: expected one `cat > DIR/kustomization.yaml <<'EOF'` step on {of}"
     name, text = found[0]
     return name, text
+
+
+def install_overlay(doc: Path) -> tuple[str, str]:
+    return overlay_step(doc, "deploy/overlays/")
 
 
 def render(tmp: Path, name: str, text: str) -> list[dict[str, Any]]:
@@ -67,3 +72,32 @@ def test_the_other_overlays_named_in_the_step_render_too(doc: Path, tmp_path: Pa
         sub = tmp_path / str(i)
         sub.mkdir()
         assert list(workloads(render(sub, name, text.replace(resource, other))))
+
+
+def test_uninstall_steps_delete_the_install_then_run_the_prune_job_with_the_pushed_image(
+    tmp_path: Path,
+) -> None:
+    doc = REPO / "docs/deploy.md"
+    steps = doc.read_text()
+    install, _ = install_overlay(doc)
+    name, text = overlay_step(doc, "deploy/prune")
+    pushed = re.search(r"docker push (\S+)", steps)
+    assert pushed
+    docs = render(tmp_path, name, text)
+    (job,) = workloads(docs)
+    assert [c["image"] for c in containers(job)] == [pushed.group(1)]
+    shipped = build(PRUNE)
+    for c in containers(job):
+        c["image"] = containers(next(workloads(shipped)))[0]["image"]
+    assert docs == shipped  # the rest as shipped
+    # In order: the install goes (a master still running would write the labels back),
+    # the Job runs to completion, then it goes too.
+    order = [
+        f"kubectl delete -k {install}",
+        f"kubectl apply -k {name}",
+        f"wait --for=condition=complete job/{job['metadata']['name']}",
+        f"kubectl delete -k {name}",
+    ]
+    at = [steps.find(s) for s in order]
+    assert -1 not in at and at == sorted(at), dict(zip(order, at, strict=True))
+    assert f"-n {job['metadata']['namespace']} wait" in steps

@@ -10,7 +10,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from deploy.conftest import DEPLOY, OVERLAYS, REPO
+from deploy.conftest import DEPLOY, KUSTOMIZATIONS, OVERLAYS, REPO
 from deploy.manifests import containers, find, flag, pod_spec, workloads
 
 from nfd.cli import CliError, build_parser
@@ -121,7 +121,7 @@ def test_service_monitors_point_at_served_ports(built: dict[str, list[dict[str, 
             assert ep["path"] == "/metrics"
 
 
-@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("overlay", KUSTOMIZATIONS)
 def test_container_args_are_flags_the_cli_accepts(
     built: dict[str, list[dict[str, Any]]], overlay: str
 ) -> None:
@@ -135,7 +135,7 @@ def test_container_args_are_flags_the_cli_accepts(
             pytest.fail(f"{overlay}: container {c['name']} args {args} rejected: {e}")
 
 
-@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("overlay", KUSTOMIZATIONS)
 def test_every_container_is_locked_down(built: dict[str, list[dict[str, Any]]], overlay: str) -> None:
     for w in workloads(built[overlay]):
         spec = pod_spec(w)

@@ -6,14 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy.conftest import OVERLAYS
+from deploy.conftest import KUSTOMIZATIONS
 from deploy.manifests import containers, find, flag, pod_spec, workloads
 from deploy.mounts import mount_conflicts
 
 from nfd.hostroot import HostRoot
 
 
-@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("overlay", KUSTOMIZATIONS)
 def test_no_container_mounts_what_runc_refuses(built: dict[str, list[dict[str, Any]]], overlay: str) -> None:
     problems = [
         f"{w['kind']}/{w['metadata']['name']}: {p}"
@@ -24,7 +24,7 @@ def test_no_container_mounts_what_runc_refuses(built: dict[str, list[dict[str, A
     assert problems == []
 
 
-@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("overlay", KUSTOMIZATIONS)
 def test_cluster_dns_on_the_host_network_only_with_the_host_network(
     built: dict[str, list[dict[str, Any]]], overlay: str
 ) -> None:

@@ -1,0 +1,73 @@
+"""``nfd prune``: remove from the cluster's Nodes what nfd set on them, and the NodeFeature
+objects its workers wrote (after an uninstall; see docs/deploy.md)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from nfd.commands._common import add_kubeconfig_argument
+
+    add_kubeconfig_argument(p)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
+        "--node",
+        action="append",
+        metavar="NAME",
+        help="prune this Node only (repeatable; default: every Node)",
+    )
+    which.add_argument(
+        "-l", "--selector", metavar="SELECTOR", default="",
+        help="prune the Nodes this label selector selects (e.g. 'pool=gpu')",
+    )  # fmt: skip
+    p.add_argument("--dry-run", action="store_true", help="print what would be removed; change nothing")
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import sys
+    from pathlib import Path
+
+    from nfd.cli import CliError
+    from nfd.master.kube import KubeApi, KubeError, NoClusterError, load_api_client
+    from nfd.master.prune import Pruner
+    from nfd.master.settings import KubeSettings
+
+    if args.kubeconfig and not Path(args.kubeconfig).is_file():
+        raise CliError(f"--kubeconfig {args.kubeconfig}: no such file")
+    settings = KubeSettings()
+    try:
+        client = load_api_client(Path(args.kubeconfig) if args.kubeconfig else None, settings.parallelism + 6)
+    except (NoClusterError, ValueError) as e:
+        raise CliError(str(e)) from None
+    api = KubeApi(client, settings)
+    pruner = Pruner(
+        api,
+        dry_run=args.dry_run,
+        parallelism=settings.parallelism,
+        page_size=settings.list_page_size,
+        report=lambda line: print(line, flush=True),
+    )
+    try:
+        result = asyncio.run(pruner.run(names=args.node, selector=args.selector))
+    except KubeError as e:
+        if e.status == 400 and args.selector:  # the API server could not parse it
+            raise CliError(f"--selector {args.selector!r}: {e}") from None
+        raise CliError(f"cannot list nodes: {e}", code=1) from None
+    finally:
+        api.close()
+    items = _count(sum(len(p.items()) for p in result.nodes), "item")
+    nodes = _count(len(result.nodes), "node")
+    objects = _count(len(result.nodefeatures), "NodeFeature object")
+    if args.dry_run:
+        print(f"dry run: would remove {items} from {nodes}, delete {objects}")
+    else:
+        print(f"removed {items} from {nodes}, deleted {objects}")
+    for err in result.errors:
+        print(f"nfd prune: error: {err}", file=sys.stderr)
+    return 1 if result.errors else 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
