@@ -10,7 +10,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from deploy.conftest import DEPLOY, KUSTOMIZATIONS, OVERLAYS, REPO
+from deploy.conftest import DEPLOY, KUSTOMIZATIONS, OVERLAYS, PRUNE, REPO
 from deploy.manifests import containers, find, flag, pod_spec, workloads
 
 from nfd.cli import CliError, build_parser
@@ -409,3 +409,26 @@ def test_device_plugin_config_map_is_a_valid_plugin_config(built: dict[str, list
     dp_mount = next(m for m in plugin["volumeMounts"] if m["mountPath"] == plugin_dir)
     dp_vol = next(v for v in spec["volumes"] if v["name"] == dp_mount["name"])
     assert dp_vol["hostPath"]["type"] == "Directory"
+
+
+CLUSTER_SCOPED = {
+    "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "DeviceClass",
+    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("overlay", KUSTOMIZATIONS)
+def test_every_namespaced_object_names_its_namespace(built: dict[str, list[dict[str, Any]]], overlay: str) -> None:
+    """An object without a namespace lands in whatever namespace `kubectl apply -k` runs
+    from: a Role there binds nothing the pods use (a worker got 403 on its NodeFeature)."""
+    want = "nfd-prune" if overlay == PRUNE else "node-feature-discovery"
+    wrong = [
+        f"{d['kind']}/{d['metadata']['name']}: {d['metadata'].get('namespace')}"
+        for d in built[overlay]
+        if d["kind"] not in CLUSTER_SCOPED and d["metadata"].get("namespace") != want
+    ]
+    assert not wrong, f"{overlay}: namespaced objects outside {want}: {wrong}"
+    for d in built[overlay]:
+        for s in d.get("subjects", []):
+            if s["kind"] == "ServiceAccount":
+                assert s["namespace"] == want, f"{overlay}: {d['kind']}/{d['metadata']['name']} binds {s}"
