@@ -68,6 +68,9 @@ class RealNode:
     def apply(self, manifest: str) -> None:
         self.kubectl("apply", "-f", "-", stdin=manifest)
 
+    def apply_obj(self, obj: dict[str, Any]) -> None:
+        self.apply(json.dumps(obj))
+
     def delete(self, manifest: str) -> None:
         self.kubectl("delete", "--ignore-not-found", "--wait=true", "-f", "-", stdin=manifest)
 
@@ -276,3 +279,114 @@ def discover_labels(config_text: str, scratch: Path) -> dict[str, str]:
         raise NodeError(f"nfd discover on the host: exit {out.returncode}: {out.stderr.strip()}")
     labels: dict[str, str] = json.loads(out.stdout)["labels"]
     return labels
+
+
+def container_memory(node: RealNode) -> dict[str, dict[str, float]]:
+    """Each nfd container's memory on the node, MiB: VmRSS of its main process (from
+    containerd's task list and /proc), the cgroup working set kubelet reports (what a
+    limit acts on), and the manifest's request and limit."""
+    rc_dir = Path(os.environ.get("RC_DIR", "/var/lib/realcluster"))
+    ctr = [str(rc_dir / "bin" / "ctr"), "-n", "k8s.io"]
+    pids: dict[str, int] = {}
+    for line in subprocess.run([*ctr, "tasks", "ls"], capture_output=True, text=True).stdout.splitlines()[1:]:
+        cid, pid, status = line.split()[:3]
+        if status == "RUNNING":
+            pids[cid] = int(pid)
+    out: dict[str, dict[str, float]] = {}
+    for pod in node.get("pods", "-n", NAMESPACE)["items"]:
+        specs = {c["name"]: c.get("resources", {}) for c in pod["spec"]["containers"]}
+        for st in pod.get("status", {}).get("containerStatuses", []):
+            cid = st.get("containerID", "").removeprefix("containerd://")
+            if cid not in pids:
+                continue
+            status = Path(f"/proc/{pids[cid]}/status").read_text()
+            rss_kib = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("VmRSS:")))
+            res = specs.get(st["name"], {})
+            key = f"{pod['metadata']['name']}/{st['name']}"
+            out[key] = {
+                "rss_mib": round(rss_kib / 1024, 1),
+                "request_mib": _mib(res.get("requests", {}).get("memory")),
+                "limit_mib": _mib(res.get("limits", {}).get("memory")),
+            }
+    metrics = node.kubectl(
+        "get", "--raw", f"/api/v1/nodes/{node.node_name}/proxy/metrics/resource", check=False
+    )
+    for line in metrics.splitlines():
+        if line.startswith("container_memory_working_set_bytes{") and f'namespace="{NAMESPACE}"' in line:
+            labels = dict(kv.split("=", 1) for kv in line[line.index("{") + 1 : line.index("}")].split(","))
+            name, pod_name = labels["container"].strip('"'), labels["pod"].strip('"')
+            if f"{pod_name}/{name}" in out:
+                out[f"{pod_name}/{name}"]["working_set_mib"] = round(float(line.split()[1]) / 2**20, 1)
+    return out
+
+
+def _mib(quantity: str | None) -> float:
+    if not quantity:
+        return 0.0
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "K": 1e3, "M": 1e6, "G": 1e9}
+    for unit, factor in units.items():
+        if quantity.endswith(unit):
+            return round(float(quantity[: -len(unit)]) * factor / 2**20, 1)
+    return round(float(quantity) / 2**20, 1)
+
+
+def config_map_patch(name: str, key: str, text: str) -> str:
+    """Kustomization lines that replace one key of one of nfd's ConfigMaps."""
+    body = "\n".join("          " + line for line in text.strip().splitlines())
+    return f"""
+patches:
+  - patch: |
+      apiVersion: v1
+      kind: ConfigMap
+      metadata: {{name: {name}, namespace: {NAMESPACE}}}
+      data:
+        {key}: |
+{body}
+"""
+
+
+def pod_manifest(
+    name: str, *, limits: dict[str, str] | None = None, claim_template: str | None = None, image: str
+) -> dict[str, Any]:
+    """A pod of nfd's own image (python is there) that prints its /dev and environment,
+    then sleeps: what it was given shows in its log."""
+    script = (
+        "import os, json, time; "
+        "print(json.dumps({'dev': sorted(os.listdir('/dev')), 'env': dict(os.environ)}), flush=True); "
+        "time.sleep(3600)"
+    )
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python3", "-c", script],
+        "resources": {"limits": limits or {}},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }
+    spec: dict[str, Any] = {"containers": [container], "terminationGracePeriodSeconds": 1}
+    if claim_template:
+        spec["resourceClaims"] = [{"name": "dev", "resourceClaimTemplateName": claim_template}]
+        container["resources"]["claims"] = [{"name": "dev"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }
+
+
+def pod_output(node: RealNode, name: str) -> dict[str, Any]:
+    """What a ``pod_manifest`` pod printed, once it is Running."""
+    node.wait_for(
+        lambda: node.get("pod", "-n", "default", name).get("status", {}).get("phase") == "Running",
+        timeout=90,
+        what=f"pod {name} Running",
+        on_timeout=lambda: node.kubectl("describe", "pod", "-n", "default", name, check=False)[-3000:],
+    )
+    text = node.wait_for(
+        lambda: node.kubectl("logs", "-n", "default", name, check=False).strip(),
+        timeout=30,
+        what=f"{name}'s log",
+    )
+    out: dict[str, Any] = json.loads(text.splitlines()[0])
+    return out
