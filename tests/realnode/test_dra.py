@@ -1,0 +1,164 @@
+"""The dra overlay on the real node: the node's loop devices published as ResourceSlices
+and prepared for pods by the real kubelet through CDI, a claim-template pod and an
+extended-resource pod, and a device node moved away and back."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from realnode.node import RealNode, config_map_patch, container_memory, pod_manifest, pod_output
+
+DRIVER = "nfd.node.kubernetes.io"
+# Not the device-plugins module's name: the kubelet keeps a device plugin's resource names in
+# its checkpoint, and would take this one for a plugin's whose endpoint is gone.
+LOOP = "example.com/dra-loop"
+CONFIG = f"""
+dra:
+  driverName: {DRIVER}
+resources:
+  - name: {LOOP}
+    devnode: ["/dev/loop[0-7]"]
+    servedBy: dra
+"""
+# What an operator adds for the extended-resource bridge, and a claim template.
+BRIDGE_CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "loop.example.com"},
+    "spec": {
+        "selectors": [
+            {
+                "cel": {
+                    "expression": f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].resource == "{LOOP}"'
+                }
+            }
+        ],
+        "extendedResourceName": LOOP,
+    },
+}
+TEMPLATE = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceClaimTemplate",
+    "metadata": {"name": "one-loop", "namespace": "default"},
+    "spec": {
+        "spec": {
+            "devices": {"requests": [{"name": "dev", "exactly": {"deviceClassName": f"devnode.{DRIVER}"}}]}
+        }
+    },
+}
+AWAY = Path("/dev/loop7")
+# A device is named after its resource's short name and its ID (the node below /dev).
+AWAY_DEVICE = "dra-loop-loop7"
+
+
+@pytest.fixture(scope="module")
+def installed(real_node: RealNode) -> Iterator[Path]:
+    overlay = real_node.overlay(
+        "dra", base="dra", extra=config_map_patch("nfd-dra-conf", "devices.yaml", CONFIG)
+    )
+    real_node.figure("dra.apply_to_ready_s", real_node.install(overlay))
+    try:
+        yield overlay
+    finally:
+        if AWAY.with_suffix(".away").exists():
+            AWAY.with_suffix(".away").rename(AWAY)
+        real_node.kubectl("delete", "pod", "-n", "default", "--all", "--wait=true", check=False)
+        real_node.kubectl("delete", "resourceclaimtemplate", "-n", "default", "--all", check=False)
+        real_node.kubectl("delete", "deviceclass", "loop.example.com", "--ignore-not-found", check=False)
+        real_node.uninstall(overlay)
+        left = slices(real_node)
+        assert not left, f"ResourceSlices left after uninstall: {[s['metadata']['name'] for s in left]}"
+
+
+def slices(node: RealNode) -> list[dict[str, Any]]:
+    return [s for s in node.get("resourceslices")["items"] if s["spec"]["driver"] == DRIVER]
+
+
+def published(node: RealNode) -> dict[str, bool]:
+    """Every published device of the node: name -> usable (present and not tainted)."""
+    out: dict[str, bool] = {}
+    for s in slices(node):
+        if s["spec"].get("nodeName") != node.node_name:
+            continue
+        for d in s["spec"].get("devices", []):
+            out[d["name"]] = not d.get("taints")
+    return out
+
+
+def loops(out: dict[str, Any]) -> list[str]:
+    return [d for d in out["dev"] if d.startswith("loop") and d[4:].isdigit()]
+
+
+def test_the_nodes_devices_are_published(real_node: RealNode, installed: Path) -> None:
+    want = len(list(Path("/dev").glob("loop[0-7]")))
+    got = real_node.wait_for(
+        lambda: (lambda p: p if sum(p.values()) == want else None)(published(real_node)),
+        timeout=30,
+        what=f"{want} usable devices in the slices",
+    )
+    assert AWAY_DEVICE in got
+
+
+def test_a_claim_template_pod_runs_with_its_device(real_node: RealNode, installed: Path) -> None:
+    real_node.apply_obj(TEMPLATE)
+    started = time.monotonic()
+    real_node.apply_obj(pod_manifest("dra-claim", claim_template="one-loop", image=real_node.image))
+    out = pod_output(real_node, "dra-claim")
+    real_node.figure("dra.claim_pod_to_running_s", time.monotonic() - started)
+    assert len(loops(out)) == 1, f"the pod's /dev: {loops(out)}"
+    claims = real_node.get("resourceclaims", "-n", "default")["items"]
+    allocated = [
+        r["device"]
+        for c in claims
+        for r in c.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
+    ]
+    assert [f"dra-loop-{d}" for d in loops(out)] == allocated, (
+        f"the pod got {loops(out)}, the claim was allocated {allocated}"
+    )
+
+
+def test_an_extended_resource_pod_is_served_through_dra(real_node: RealNode, installed: Path) -> None:
+    real_node.apply_obj(BRIDGE_CLASS)
+    time.sleep(2)  # the scheduler's informer sees the class
+    started = time.monotonic()
+    real_node.apply_obj(pod_manifest("dra-extended", limits={LOOP: "1"}, image=real_node.image))
+    out = pod_output(real_node, "dra-extended")
+    real_node.figure("dra.extended_resource_pod_to_running_s", time.monotonic() - started)
+    assert len(loops(out)) == 1, f"the pod's /dev: {loops(out)}"
+    mem = container_memory(real_node)
+    real_node.figure("dra.memory", mem)
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_a_device_node_moved_away_and_back_is_published_within_a_second(
+    real_node: RealNode, installed: Path, attempt: int
+) -> None:
+    real_node.wait_for(lambda: published(real_node).get(AWAY_DEVICE) is True, timeout=30, what="loop7 usable")
+    AWAY.rename(AWAY.with_suffix(".away"))
+    started = time.monotonic()
+    try:
+        real_node.wait_for(
+            lambda: not published(real_node).get(AWAY_DEVICE), timeout=30, what="loop7 withdrawn", every=0.05
+        )
+        gone = time.monotonic() - started
+        real_node.figure(f"dra.device_gone_to_slice_s.{attempt}", gone)
+        time.sleep(attempt * 4)  # into the next rediscovery pass, or not
+    finally:
+        AWAY.with_suffix(".away").rename(AWAY)
+    started = time.monotonic()
+    real_node.wait_for(
+        lambda: published(real_node).get(AWAY_DEVICE) is True, timeout=30, what="loop7 back", every=0.05
+    )
+    back = time.monotonic() - started
+    real_node.figure(f"dra.device_back_to_slice_s.{attempt}", back)
+    assert gone <= 1.0 and back <= 1.0, (
+        f"slice updated {gone:.2f} s after the device went, {back:.2f} s after it came back"
+    )
+
+
+__all__ = ["json"]
