@@ -171,7 +171,7 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
         print(f"pool of {args.devices} devices: {len(slices)} slices, {size} bytes as stored, "
               f"{writes_first} writes, published {ms(first)} after start")  # fmt: skip
         n0 = len(fake.log.writes(resource=SLICES))
-        driver.publisher.sync(inventory.healthy(), force=True)
+        driver.publisher.sync(inventory.published(driver.slices.taints), force=True)
         print(f"unchanged re-sync: {len(fake.log.writes(resource=SLICES)) - n0} writes")
 
         gone, back = [], []

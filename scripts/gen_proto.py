@@ -1,4 +1,4 @@
-"""Regenerate the kubelet API stubs (device plugin, plugin registration, DRA, PodResources) from their .proto files.
+"""Regenerate the kubelet API stubs (device plugin, plugin registration, DRA, DRA health, PodResources) from their .proto files.
 
     python scripts/gen_proto.py            # rewrite the committed files in place
     python scripts/gen_proto.py --out DIR  # write the tree under DIR (freshness test)
@@ -21,6 +21,7 @@ PROTOS = (
     "nfd/deviceplugin/api/v1beta1/api.proto",
     "nfd/dra/api/pluginregistration/v1/api.proto",
     "nfd/dra/api/dra/v1/api.proto",
+    "nfd/dra/api/drahealth/v1alpha1/api.proto",
     "nfd/topology/api/v1/api.proto",
 )
 # What one run writes, next to the proto.

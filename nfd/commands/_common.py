@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
     from nfd.config import WorkerConfig
     from nfd.hostroot import HostRoot
+    from nfd.worker.metrics import Exposition, StatusServer
 
 
 def host_root(path: str | None) -> HostRoot:
@@ -72,7 +73,7 @@ def add_policy_arguments(p: argparse.ArgumentParser, *, master: bool) -> None:
 def add_device_arguments(p: argparse.ArgumentParser, *, discovers: str) -> None:
     """The flags ``nfd device-plugin`` and ``nfd dra`` share: where CDI specs go, the
     host, the features to select devices from (``discovers``: the sources read without
-    ``--features``) and the health poll."""
+    ``--features``), the health poll and the metrics port."""
     p.add_argument(
         "--cdi-dir", metavar="DIR", default="/var/run/cdi", help="where CDI spec files are written"
     )
@@ -86,6 +87,7 @@ def add_device_arguments(p: argparse.ArgumentParser, *, discovers: str) -> None:
         "--poll-interval", metavar="SECONDS", type=float, default=0.2,
         help="device health poll interval (default 0.2)",
     )  # fmt: skip
+    add_port_argument(p, serves="/healthz and /metrics", default="0 = off")
 
 
 def add_host_root_argument(p: argparse.ArgumentParser, *, reads: str | None = None) -> None:
@@ -118,6 +120,25 @@ def add_kubeconfig_argument(
 def add_port_argument(p: argparse.ArgumentParser, *, serves: str, default: str) -> None:
     """``--port N`` for the command's HTTP endpoints (None when not given)."""
     p.add_argument("--port", type=int, default=None, help=f"port for {serves} (default {default})")
+
+
+def serve_status(metrics: Exposition, port: int | None, log: logging.Logger) -> StatusServer | None:
+    """/healthz and /metrics on ``port`` (None or 0: not served). Raises CliError when
+    the port cannot be bound."""
+    from nfd.cli import CliError
+    from nfd.worker.metrics import StatusServer
+
+    if not port:
+        return None
+    if not 0 < port < 65536:
+        raise CliError(f"--port {port}: expected 1-65535, or 0 for none")
+    try:
+        server = StatusServer(metrics, lambda: (True, "ok"), port=port)
+    except OSError as e:
+        raise CliError(f"--port {port}: {e.strerror or e}") from None
+    server.start()
+    log.info("serving /healthz and /metrics on port %d", server.port)
+    return server
 
 
 def stop_on_signals(stop: Callable[[], object], log: logging.Logger) -> None:

@@ -79,7 +79,7 @@ def _print_check(states: list[ResourceState]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
-    from nfd.commands._common import host_root, stop_on_signals
+    from nfd.commands._common import host_root, serve_status, stop_on_signals
     from nfd.devices.config import DEVICE_PLUGIN, load_config
     from nfd.devices.inventory import build_served_states
     from nfd.devices.model import ConfigError
@@ -121,15 +121,26 @@ def run(args: argparse.Namespace) -> int:
     err = socket_path_error(args.plugin_dir, [s.name for s in states])
     if err:
         raise CliError(err)
+    from nfd.devices.metrics import HealthMetrics
+    from nfd.worker.promtext import Registry
+
     manager = Manager(
         states, plugin_dir=args.plugin_dir, cdi_dir=args.cdi_dir, poll_interval=args.poll_interval
     )
+    registry = Registry()
+    manager.health.subscribe(HealthMetrics(registry).changed)
+    status = serve_status(registry, args.port, log)
 
-    stop_on_signals(manager.stop, log)
+    def stop() -> None:
+        manager.stop()
+        if status is not None:
+            status.stop()
+
+    stop_on_signals(stop, log)
     manager.start()
     print(f"serving: {', '.join(manager.served_resources()) or '(nothing)'}", file=sys.stderr, flush=True)
     while not manager.wait(1.0):
         pass
     rejected = manager.rejected()
-    manager.stop()
+    stop()
     return 1 if rejected and not manager.served_resources() else 0

@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
-    from nfd.commands._common import host_root, stop_on_signals
+    from nfd.commands._common import host_root, serve_status, stop_on_signals
     from nfd.commands.deviceplugin import features_for
     from nfd.devices.config import DRA, load_config
     from nfd.devices.inventory import build_served_states, build_states
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if not resources:
         warnings.append(f"{args.config} marks no resource servedBy: dra; publishing an empty pool")
 
-    from nfd.dra.slices import DraInventory, pool_slices
+    from nfd.dra.slices import DraInventory, TaintPolicy, pool_slices
 
     try:
         inventory = DraInventory(states, features=feats, host=host)
@@ -99,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         for w in warnings:
             print(f"warning: {w}", file=sys.stderr)
-        slices = pool_slices(inventory.healthy(), driver=config.driver_name, node=node, generation=1)
+        taints = TaintPolicy.for_driver(config.driver_name, config.dra.taint_effect)
+        slices = pool_slices(inventory.published(taints), driver=config.driver_name, node=node, generation=1)
         print(json.dumps({"apiVersion": "v1", "kind": "List", "items": slices}, indent=2))
         return 0
     for w in warnings:
@@ -120,12 +121,22 @@ def run(args: argparse.Namespace) -> int:
             states, inventory, api_client=api_client, driver=config.driver_name, node=node,
             plugin_dir=plugin_dir, registry_dir=args.registry_dir, cdi_dir=args.cdi_dir,
             poll_interval=args.poll_interval, rediscover=discover, rediscover_interval=args.rediscover_interval,
+            taint_effect=config.dra.taint_effect,
         )  # fmt: skip
+    except (OSError, ValueError) as e:
+        raise CliError(str(e)) from None
+    status = serve_status(driver.registry, args.port, log)
+    try:
         driver.start()
     except (OSError, ValueError) as e:
         raise CliError(str(e)) from None
 
-    stop_on_signals(driver.stop, log)
+    def stop() -> None:
+        driver.stop()
+        if status is not None:
+            status.stop()
+
+    stop_on_signals(stop, log)
     print(
         f"serving DRA driver {config.driver_name} for node {node}: {len(inventory.by_name)} device(s)",
         file=sys.stderr,

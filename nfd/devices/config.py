@@ -17,6 +17,7 @@ Example::
         extendedResourceName: example.com/gpu   # default: name; false: none
     dra:
       driverName: nfd.node.kubernetes.io  # the default
+      taintEffect: NoSchedule             # of an unhealthy device's taint; or NoExecute
 
 pydantic models (camelCase keys, unknown keys refused); the device selector is the one
 key a resource takes from its registry of kinds, parsed by that kind. Every error is a
@@ -328,6 +329,9 @@ class DraConfig(_Model):
     driver_name: Annotated[StrictStr, _checked(driver_name_error, "invalid driver name")] = (
         DEFAULT_DRIVER_NAME
     )
+    # NoSchedule keeps new claims off an unhealthy device; NoExecute also evicts the
+    # pods using it.
+    taint_effect: Literal["NoSchedule", "NoExecute"] = "NoSchedule"
 
 
 class PluginConfig(_Model):

@@ -1,4 +1,9 @@
-"""Keeps every resource's device health current.
+"""Keeps every resource's device health current, and tells whoever listens.
+
+The monitor is the one source of health events in a process: a device turning unhealthy
+or healthy again (seen by the poll, or by an Allocate/Prepare re-check) reaches every
+:meth:`HealthMonitor.subscribe` listener. The device plugin's ListAndWatch, the DRA
+driver's slices, health stream and Node events, and the metrics all follow it.
 
 A cheap poll (a few stat/readlink calls per device) runs every ``interval`` seconds; when
 pyudev can listen to the kernel's uevents (real /sys, netlink allowed), an event for a
@@ -9,18 +14,25 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from nfd.devices.inventory import ResourceState
+from nfd.devices.model import HealthChange
 
 log = logging.getLogger("nfd.deviceplugin")
+
+# (the resource, its devices whose health changed). Called on the thread that saw the
+# change (the poll, or a gRPC call re-checking a device): it must not block.
+HealthListener = Callable[[ResourceState, Sequence[HealthChange]], None]
 
 
 class HealthMonitor:
     def __init__(
         self, states: Sequence[ResourceState], *, interval: float = 0.2, use_udev: bool = True
     ) -> None:
+        self._listeners: list[HealthListener] = []
+        self._states: list[ResourceState] = []
         self.states = list(states)
         self.interval = interval
         self._wake = threading.Event()
@@ -28,6 +40,39 @@ class HealthMonitor:
         self._thread: threading.Thread | None = None
         self._observer: Any = None
         self._use_udev = use_udev
+
+    @property
+    def states(self) -> list[ResourceState]:
+        return self._states
+
+    @states.setter
+    def states(self, states: Sequence[ResourceState]) -> None:
+        """Watch these states from now on (a rediscovery swaps them); listeners hear of
+        the devices that are unhealthy in a state they did not know."""
+        known = {id(s) for s in self._states}
+        self._states = list(states)
+        for s in self._states:
+            s.on_health_changed = self._changed
+            if id(s) not in known:
+                self._changed(s, s.unhealthy())
+
+    def subscribe(self, listener: HealthListener) -> None:
+        """``listener`` hears of every change from now on, and at once of each state
+        with its devices unhealthy now (possibly none)."""
+        self._listeners.append(listener)
+        for s in self._states:
+            self._call(listener, s, s.unhealthy())
+
+    def _changed(self, state: ResourceState, changes: Sequence[HealthChange]) -> None:
+        for listener in list(self._listeners):
+            self._call(listener, state, changes)
+
+    @staticmethod
+    def _call(listener: HealthListener, state: ResourceState, changes: Sequence[HealthChange]) -> None:
+        try:
+            listener(state, changes)
+        except Exception as e:  # one consumer's bug must not cost the others their events
+            log.error("%s: health listener failed: %s: %s", state.name, type(e).__name__, e)
 
     def start(self) -> None:
         if self._use_udev:
@@ -53,7 +98,7 @@ class HealthMonitor:
         while not self._stop.is_set():
             self._wake.wait(self.interval)
             self._wake.clear()
-            for s in self.states:
+            for s in self._states:
                 try:
                     s.refresh()
                 except Exception as e:  # a broken kind must not stop the others' health

@@ -12,11 +12,20 @@ import logging
 import os
 import string
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from nfd.devices.config import ResourceConfig
-from nfd.devices.model import MAX_ID_LEN, DeviceNode, FoundDevice, Mount, cdi_name, host_file
+from nfd.devices.model import (
+    MAX_ID_LEN,
+    DeviceNode,
+    FoundDevice,
+    HealthChange,
+    Mount,
+    cdi_name,
+    host_file,
+)
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 
@@ -65,6 +74,7 @@ class ResourceState:
         self._base = list(found)
         self._eff = [self._compose(d) for d in self._base]
         self._reason: list[str | None] = [None] * len(found)
+        self._since = [time.time()] * len(found)  # when each device's health last changed
         room = MAX_ID_LEN - (len(REPLICA_SEP) + len(str(res.replicas - 1)) if res.replicas > 1 else 0)
         self.physical_ids = [short_id(d.id, room) for d in self._base]
         self.slots: list[tuple[str, int]] = []
@@ -81,6 +91,9 @@ class ResourceState:
         # Called (outside the lock) when a device's edits changed, e.g. a re-plugged USB
         # device got a new node: the CDI spec must follow.
         self.on_edits_changed: Callable[[ResourceState], None] | None = None
+        # Called (outside the lock, on the thread that saw it) when devices' health
+        # changed; nfd.devices.health.HealthMonitor fans it out.
+        self.on_health_changed: Callable[[ResourceState, list[HealthChange]], None] | None = None
         self.refresh()
 
     # -- building ----------------------------------------------------------------------
@@ -124,6 +137,20 @@ class ResourceState:
         with self._cond:
             return list(self._reason)
 
+    def health(self) -> list[tuple[str | None, float]]:
+        """Per physical device: (why unusable or None, Unix time of its last change)."""
+        with self._cond:
+            return list(zip(self._reason, self._since, strict=True))
+
+    def unhealthy(self) -> list[HealthChange]:
+        """The devices unhealthy now, as the changes that made them so."""
+        with self._cond:
+            return [
+                HealthChange(self.name, pid, r, t)
+                for pid, r, t in zip(self.physical_ids, self._reason, self._since, strict=True)
+                if r is not None
+            ]
+
     # -- health ------------------------------------------------------------------------
     def _check(
         self, base: FoundDevice, eff: FoundDevice
@@ -151,6 +178,8 @@ class ResourceState:
             effs = [self._eff[i] for i in idx]
         results = [self._check(b, e) for b, e in zip(bases, effs, strict=True)]
         changed = edits_changed = False
+        changes: list[HealthChange] = []
+        now = time.time()
         with self._cond:
             for i, b, (reason, got, composed) in zip(idx, bases, results, strict=True):
                 if self._base[i] is not b:
@@ -161,16 +190,27 @@ class ResourceState:
                 old = self._reason[i]
                 if (old is None) != (reason is None):
                     changed = True
+                    self._since[i] = now
                     if reason is None:
                         log.info("%s: device %s is healthy again", self.name, self.physical_ids[i])
                     else:
                         log.warning("%s: device %s is unhealthy: %s", self.name, self.physical_ids[i], reason)
+                elif old != reason or type(old) is not type(reason):
+                    # Still unhealthy, for another reason (or now gone from the host):
+                    # a taint says why, so it follows.
+                    changed = True
+                    log.warning("%s: device %s is unhealthy: %s", self.name, self.physical_ids[i], reason)
+                else:
+                    continue
                 self._reason[i] = reason
+                changes.append(HealthChange(self.name, self.physical_ids[i], reason, self._since[i]))
             if changed or edits_changed:
                 self.version += 1
                 self._cond.notify_all()
         if edits_changed and self.on_edits_changed is not None:
             self.on_edits_changed(self)
+        if changes and self.on_health_changed is not None:
+            self.on_health_changed(self, changes)
         return changed
 
     def healthy_slots(self) -> int:

@@ -18,6 +18,24 @@ class ConfigError(ValueError):
     """The device-plugin config is wrong; the message starts with the offending key."""
 
 
+class Gone(str):
+    """A health reason saying the device left the host (unplugged, gone from sysfs), not
+    merely that it is unusable now: DRA withdraws such a device from its slice rather
+    than tainting it. A kind's ``refresh`` returns one where that is what it saw."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HealthChange:
+    """One device turning unhealthy (``reason`` set) or healthy again (``reason`` None)."""
+
+    resource: str
+    device: str  # the physical device ID
+    reason: str | None
+    at: float  # Unix time
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceNode:
     """A device node to create in the container (cgroup permissions any of r, w, m). In

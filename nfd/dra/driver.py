@@ -11,7 +11,7 @@ from typing import Any
 
 from nfd.devices.health import HealthMonitor
 from nfd.devices.inventory import ResourceState, close_states
-from nfd.dra.slices import DraInventory
+from nfd.dra.slices import DraInventory, TaintPolicy
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 
@@ -44,8 +44,9 @@ class _Loop:
 
 
 class SliceLoop(_Loop):
-    """Publishes the pool whenever a device's health changes (checked every
-    ``interval`` seconds: a version comparison, no I/O), and re-reads the API server
+    """Publishes the pool whenever a device's health changes (woken by the health
+    monitor, and checked every ``interval`` seconds: a version comparison, no I/O),
+    unhealthy devices tainted as ``taints`` says, and re-reads the API server
     every ``resync`` seconds to repair slices changed by someone else. A failed write is
     retried with backoff."""
 
@@ -56,11 +57,14 @@ class SliceLoop(_Loop):
         inventory: DraInventory,
         sync: Callable[..., int],
         *,
+        taints: TaintPolicy | None = None,
         interval: float = 0.05,
         resync: float = 60.0,
     ) -> None:
         self.inventory = inventory
         self._sync = sync
+        self.taints = taints
+        self._wake = threading.Event()
         self.interval = interval
         self.resync = resync
         super().__init__()
@@ -79,7 +83,7 @@ class SliceLoop(_Loop):
             force = now >= next_resync
             if (version != seen or force) and now >= retry_at:
                 try:
-                    self._sync(self.inventory.healthy(), force=force)
+                    self._sync(self.inventory.published(self.taints), force=force)
                     seen, backoff, retry_at = version, BACKOFF_FIRST, 0.0
                     self.syncs += 1
                     self.published.set()
@@ -90,7 +94,16 @@ class SliceLoop(_Loop):
                     log.error("%s; retry in %.1f s", why, backoff)
                     retry_at = now + backoff
                     backoff = min(backoff * 2, BACKOFF_MAX)
-            self._stop.wait(self.interval)
+            self._wake.wait(self.interval)
+            self._wake.clear()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        super().stop()
 
 
 # A fresh discovery: the DRA resources' states, with the features and host they came from.
@@ -163,18 +176,33 @@ class DraDriver:
         use_udev: bool = True,
         rediscover: Rediscover | None = None,
         rediscover_interval: float = 10.0,
+        taint_effect: str = "NoSchedule",
+        node_events: bool = True,
     ) -> None:
         import os
 
+        from nfd.devices.metrics import HealthMetrics
+        from nfd.dra.events import NodeEvents
+        from nfd.dra.health import HealthService
+        from nfd.dra.metrics import DraMetrics
         from nfd.dra.plugin import KubeletPlugin
         from nfd.dra.prepare import Preparer
         from nfd.dra.publisher import ClaimReaderApi, SlicePublisher
+        from nfd.worker.promtext import Registry
 
         self.states = list(states)
         self.inventory = inventory
         self.health = HealthMonitor(self.states, interval=poll_interval, use_udev=use_udev)
         self.publisher = SlicePublisher(api_client, driver=driver, node=node)
-        self.slices = SliceLoop(inventory, self.publisher.sync)
+        self.slices = SliceLoop(
+            inventory, self.publisher.sync, taints=TaintPolicy.for_driver(driver, taint_effect)
+        )
+        # What /metrics serves (nfd dra --port).
+        self.registry = Registry()
+        self.health_metrics = HealthMetrics(self.registry)
+        self.dra_metrics = DraMetrics(self.registry)
+        self.health_stream = HealthService(inventory, pool=node)
+        self.events = NodeEvents(api_client, node=node) if node_events else None
         self.preparer = Preparer(
             inventory,
             driver=driver,
@@ -184,7 +212,12 @@ class DraDriver:
             read_claim=ClaimReaderApi(api_client),
         )
         self.plugin = KubeletPlugin(
-            self.preparer, driver=driver, plugin_dir=plugin_dir, registry_dir=registry_dir
+            self.preparer,
+            driver=driver,
+            plugin_dir=plugin_dir,
+            registry_dir=registry_dir,
+            health=self.health_stream,
+            metrics=self.dra_metrics,
         )
         self.rediscovery = (
             Rediscovery(inventory, self.health, rediscover, interval=rediscover_interval)
@@ -195,6 +228,14 @@ class DraDriver:
         self._stopped = False
 
     def start(self) -> None:
+        # One health source for all that reports it: slices (taints), kubelet's health
+        # stream, Node events and the metrics.
+        self.health.subscribe(lambda _state, _changes: self.slices.wake())
+        self.health.subscribe(self.health_stream.changed)
+        self.health.subscribe(self.health_metrics.changed)
+        if self.events is not None:
+            self.events.start()
+            self.health.subscribe(self.events.changed)
         self.health.start()
         self.slices.start()
         self.plugin.start()
@@ -212,6 +253,8 @@ class DraDriver:
         self.preparer.close()
         self.slices.stop()
         self.health.stop()
+        if self.events is not None:
+            self.events.stop()
         close_states(self.inventory.states)
         self._done.set()
 

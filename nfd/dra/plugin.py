@@ -1,5 +1,5 @@
-"""The kubelet DRA plugin: the DRAPlugin service on ``<plugin dir>/dra.sock`` and the
-registration service on a socket in kubelet's ``plugins_registry`` directory.
+"""The kubelet DRA plugin: the DRAPlugin service (and the DRAResourceHealth stream) on
+``<plugin dir>/dra.sock``, and the registration service on a socket in kubelet's ``plugins_registry`` directory.
 
 kubelet finds the registration socket, asks GetInfo, connects to the DRA socket and says
 whether it took the plugin. A supervisor serves a socket again when its file is gone or
@@ -19,10 +19,14 @@ import grpc
 
 from nfd.dra.api.dra.v1 import api_pb2 as dra_pb
 from nfd.dra.api.dra.v1 import api_pb2_grpc as dra_grpc
+from nfd.dra.api.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from nfd.dra.api.pluginregistration.v1 import api_pb2 as reg_pb
 from nfd.dra.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from nfd.dra.health import HealthService
+from nfd.dra.metrics import PREPARE, UNPREPARE, DraMetrics
 from nfd.dra.prepare import ClaimError, Preparer
 from nfd.unixgrpc import SocketServer
+from nfd.worker.promtext import Registry
 
 log = logging.getLogger("nfd.dra")
 
@@ -31,8 +35,10 @@ SUPPORTED_VERSIONS = ("v1.DRAPlugin",)
 
 
 class DraService(dra_grpc.DRAPluginServicer):
-    def __init__(self, preparer: Preparer) -> None:
+    def __init__(self, preparer: Preparer, metrics: DraMetrics | None = None) -> None:
         self.preparer = preparer
+        self.metrics = metrics or DraMetrics(Registry())
+        self.metrics.prepared_devices(preparer.prepared_devices())
 
     def NodePrepareResources(
         self, request: dra_pb.NodePrepareResourcesRequest, context: grpc.ServicerContext
@@ -48,7 +54,8 @@ class DraService(dra_grpc.DRAPluginServicer):
                     cdi_device_ids=d.cdi_device_ids,
                 )
 
-        _each_claim("NodePrepareResources", request.claims, resp.claims, prepare)
+        _each_claim("NodePrepareResources", request.claims, resp.claims, prepare, self.metrics, PREPARE)
+        self.metrics.prepared_devices(self.preparer.prepared_devices())
         return resp
 
     def NodeUnprepareResources(
@@ -60,19 +67,28 @@ class DraService(dra_grpc.DRAPluginServicer):
             request.claims,
             resp.claims,
             lambda c, _out: self.preparer.unprepare(c.namespace, c.uid, c.name),
+            self.metrics,
+            UNPREPARE,
         )
+        self.metrics.prepared_devices(self.preparer.prepared_devices())
         return resp
 
 
 def _each_claim(
-    method: str, claims: Iterable[dra_pb.Claim], answers: Any, act: Callable[[dra_pb.Claim, Any], None]
+    method: str,
+    claims: Iterable[dra_pb.Claim],
+    answers: Any,
+    act: Callable[[dra_pb.Claim, Any], None],
+    metrics: DraMetrics,
+    operation: str,
 ) -> None:
     """``act`` on each claim and its answer (``answers[uid]``, which every claim gets); a
     claim that fails gets the error there, a bug too: it must cost that claim only."""
     for c in claims:
         out = answers[c.uid]
         try:
-            act(c, out)
+            with metrics.request(operation):
+                act(c, out)
         except ClaimError as e:
             log.warning("%s: %s", method, e)
             out.error = str(e)
@@ -107,19 +123,28 @@ class KubeletPlugin:
         driver: str,
         plugin_dir: str,
         registry_dir: str,
+        health: HealthService | None = None,
+        metrics: DraMetrics | None = None,
         watch_interval: float = 0.1,
         workers: int = 8,
     ) -> None:
         self.driver = driver
         self.dra_socket = os.path.join(plugin_dir, "dra.sock")
         self.registry_socket = os.path.join(registry_dir, f"{driver}-reg.sock")
-        self.service = DraService(preparer)
+        self.service = DraService(preparer, metrics)
         self.registered = threading.Event()
         self.registrations = 0
         self.last_error = ""
+        self.health = health
+
+        def services(server: grpc.Server) -> None:
+            dra_grpc.add_DRAPluginServicer_to_server(self.service, server)
+            if health is not None:
+                health_grpc.add_DRAResourceHealthServicer_to_server(health, server)
+
         self._dra = SocketServer(
             self.dra_socket,
-            lambda s: dra_grpc.add_DRAPluginServicer_to_server(self.service, s),
+            services,
             workers=workers,
             name="nfd-dra",
             make_dir=True,
@@ -176,6 +201,8 @@ class KubeletPlugin:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self.health is not None:
+            self.health.close()
         self._reg.stop()
         self._dra.stop()
 

@@ -94,6 +94,11 @@ class Preparer:
         with self._lock:
             self._closed = True
 
+    def prepared_devices(self) -> int:
+        """How many devices the prepared claims hold."""
+        with self._lock:
+            return sum(len(c.devices) for c in self.claims.values())
+
     def _check_open(self, where: str) -> None:
         if self._closed:
             raise ClaimError(f"{where}: the plugin is stopping; kubelet retries")

@@ -6,6 +6,12 @@ written when they already are; otherwise the pool's generation goes up and every
 is written under its fixed name, and slices this driver left for the node before (a
 smaller pool, an older naming) are deleted. A restart therefore replaces, never
 duplicates.
+
+Device taints need the API server's DRADeviceTaints feature; without it the server drops
+``taints`` from what it stores, silently. So the first write of a tainted device is read
+back (the write's answer is the stored object): when its taints are gone, the server
+does not serve them, and from then on a tainted device is withdrawn instead, as it was
+before taints (until a restart asks again).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from nfd.dra.slices import pool_slices
 log = logging.getLogger("nfd.dra")
 
 
-def _reason(e: BaseException) -> str:
+def unreachable_reason(e: BaseException) -> str:
     """urllib3 wraps the cause (connection refused, timeout) in a long retry message."""
     cause = getattr(e, "reason", None) or e
     return str(cause).splitlines()[0]
@@ -39,7 +45,7 @@ class PublishError(Exception):
     """A write the API server refused or could not take; retried by the caller."""
 
 
-def _why(e: Any) -> str:
+def api_message(e: Any) -> str:
     try:
         return str(json.loads(e.body).get("message") or e.reason)
     except (TypeError, ValueError, AttributeError):
@@ -57,6 +63,8 @@ class SlicePublisher:
         self.node = node
         self.timeout = timeout
         self.writes = 0  # creates, replaces and deletes made (benchmarks, tests)
+        # Whether the API server keeps device taints: None until a tainted device was written.
+        self.taints_served: bool | None = None
         self._synced: list[dict[str, Any]] | None = None
         # Our slices as last written (name -> resourceVersion) and their generation.
         self._written: dict[str, str] | None = None
@@ -75,11 +83,38 @@ class SlicePublisher:
         """Make the pool hold ``devices``; the number of writes it took. ``force``: look
         at the API server even when nothing changed here since the last sync (repairs
         slices someone else deleted or edited)."""
-        from kubernetes.client.exceptions import ApiException
-
-        wanted = list(devices)
+        wanted = self._servable(devices)
         if not force and self._synced == wanted:
             return 0
+        writes = self._write(wanted, force=force)
+        if self.taints_served is False and self._servable(wanted) != wanted:
+            # This very write found that taints are dropped: withdraw the tainted ones now.
+            wanted = self._servable(wanted)
+            writes += self._write(wanted, force=False)
+        return writes
+
+    def _servable(self, devices: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self.taints_served is False:
+            return [d for d in devices if not d.get("taints")]
+        return list(devices)
+
+    def _learn_taints(self, sent: dict[str, Any], stored: dict[str, Any]) -> None:
+        if self.taints_served is not None:
+            return
+        tainted = {d["name"] for d in sent["spec"]["devices"] if d.get("taints")}
+        if not tainted:
+            return
+        kept = {d.get("name") for d in (stored.get("spec") or {}).get("devices") or [] if d.get("taints")}
+        self.taints_served = tainted <= kept
+        if not self.taints_served:
+            log.warning(
+                "the API server dropped the device taints we wrote (DRADeviceTaints off?):"
+                " unhealthy devices are withdrawn from the slices instead"
+            )
+
+    def _write(self, wanted: list[dict[str, Any]], *, force: bool) -> int:
+        from kubernetes.client.exceptions import ApiException
+
         try:
             if not force and self._written is not None:
                 # What we wrote last is what is stored (a write by someone else makes ours
@@ -109,7 +144,9 @@ class SlicePublisher:
                     resp = self.api.replace_resource_slice(
                         name, s, _preload_content=False, _request_timeout=self.timeout
                     )
-                written[name] = json.loads(resp.data)["metadata"]["resourceVersion"]
+                stored = json.loads(resp.data)
+                written[name] = stored["metadata"]["resourceVersion"]
+                self._learn_taints(s, stored)
                 writes += 1
             for name in existing:  # left over from a larger pool or an older run
                 try:
@@ -121,10 +158,12 @@ class SlicePublisher:
                         raise
                 writes += 1
         except ApiException as e:
-            raise PublishError(f"ResourceSlices for node {self.node}: HTTP {e.status}: {_why(e)}") from None
+            raise PublishError(
+                f"ResourceSlices for node {self.node}: HTTP {e.status}: {api_message(e)}"
+            ) from None
         except (OSError, HTTPError) as e:
             raise PublishError(
-                f"ResourceSlices for node {self.node}: API server unreachable: {_reason(e)}"
+                f"ResourceSlices for node {self.node}: API server unreachable: {unreachable_reason(e)}"
             ) from None
         self._written, self._generation = written, generation + 1
         self.writes += writes
@@ -169,8 +208,10 @@ class ClaimReaderApi:
                 name, namespace, _preload_content=False, _request_timeout=self.timeout
             )
         except ApiException as e:
-            raise ClaimError(f"claim {namespace}/{name}: HTTP {e.status}: {_why(e)}") from None
+            raise ClaimError(f"claim {namespace}/{name}: HTTP {e.status}: {api_message(e)}") from None
         except (OSError, HTTPError) as e:
-            raise ClaimError(f"claim {namespace}/{name}: API server unreachable: {_reason(e)}") from None
+            raise ClaimError(
+                f"claim {namespace}/{name}: API server unreachable: {unreachable_reason(e)}"
+            ) from None
         claim: dict[str, Any] = json.loads(resp.data)
         return claim

@@ -1,9 +1,14 @@
 """The DRA view of the inventory: stable device names, and the pool's ResourceSlices.
 
 One pool per node, named after the node. A pool larger than a slice's limit (128
-devices) is split over several slices, all carrying the pool's generation and how many
-slices it has; a consumer takes only the newest generation's slices. Devices are
-withdrawn while unhealthy and come back when healthy.
+devices, 64 when one is tainted) is split over several slices, all carrying the pool's generation and how many
+slices it has; a consumer takes only the newest generation's slices.
+
+An unhealthy device stays in its slice with a taint (``<driver>/unhealthy``, the reason
+as its value) that keeps new claims off it (``NoSchedule``) or also evicts the pods
+using it (``NoExecute``); the taint goes when the device is healthy again. A device gone
+from the host (:class:`nfd.devices.model.Gone`) is withdrawn, and so is every unhealthy
+device when no taint policy is given (an API server without device taints).
 """
 
 from __future__ import annotations
@@ -11,19 +16,56 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nfd.devices.inventory import ResourceState
-from nfd.devices.model import FoundDevice
+from nfd.devices.model import FoundDevice, Gone
 from nfd.dra.attributes import AttributeSource
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 
 MAX_DEVICES_PER_SLICE = 128
+MAX_TAINTED_DEVICES_PER_SLICE = 64
 MAX_NAME = 253
+MAX_LABEL_VALUE = 63
 _NOT_LABEL = re.compile(r"[^a-z0-9-]+")
+_NOT_LABEL_VALUE = re.compile(r"[^A-Za-z0-9_.-]+")
+UNHEALTHY_TAINT = "unhealthy"  # the taint's key name, under the driver's domain
+
+
+def taint_value(reason: str) -> str:
+    """A label value saying why (``driver vfio-pci unbound`` ->
+    ``driver-vfio-pci-unbound``): at most 63 characters, alphanumeric at both ends."""
+    value = _NOT_LABEL_VALUE.sub("-", reason)[:MAX_LABEL_VALUE]
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value) or UNHEALTHY_TAINT
+
+
+def rfc3339(t: float) -> str:
+    """Whole seconds, as the API server stores a time: what we write reads back equal."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+@dataclass(frozen=True)
+class TaintPolicy:
+    """How an unhealthy device is tainted."""
+
+    key: str  # <driver>/unhealthy
+    effect: str  # NoSchedule or NoExecute
+
+    @classmethod
+    def for_driver(cls, driver: str, effect: str) -> TaintPolicy:
+        return cls(f"{driver}/{UNHEALTHY_TAINT}", effect)
+
+    def taint(self, reason: str, since: float) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "value": taint_value(reason),
+            "effect": self.effect,
+            "timeAdded": rfc3339(since),
+        }
 
 
 def device_name(resource: str, device_id: str) -> str:
@@ -109,12 +151,27 @@ class DraInventory:
         with self._lock:
             return (self._swaps, *(s.version for s in self.states))
 
-    def healthy(self) -> list[dict[str, Any]]:
-        """The devices to publish now, sorted by name."""
+    def published(self, taints: TaintPolicy | None) -> list[dict[str, Any]]:
+        """The devices to publish now, sorted by name: the healthy ones, and the
+        unhealthy ones still on the host tainted (withdrawn when ``taints`` is None)."""
+        with self._lock:
+            states, by_name = self.states, self.by_name
+        health = {id(s): s.health() for s in states}
+        out = []
+        for _n, d in sorted(by_name.items()):
+            reason, since = health[id(d.state)][d.index]
+            if reason is None:
+                out.append(d.api())
+            elif taints is not None and not isinstance(reason, Gone):
+                out.append({**d.api(), "taints": [taints.taint(reason, since)]})
+        return out
+
+    def health(self) -> list[tuple[str, str | None]]:
+        """(device name, why unusable or None) of every device, sorted by name."""
         with self._lock:
             states, by_name = self.states, self.by_name
         reasons = {id(s): s.reasons() for s in states}
-        return [d.api() for n, d in sorted(by_name.items()) if reasons[id(d.state)][d.index] is None]
+        return [(n, reasons[id(d.state)][d.index]) for n, d in sorted(by_name.items())]
 
     def usable(self, name: str) -> tuple[FoundDevice | None, str | None]:
         """The device with the resource's edits, or why it cannot be prepared."""
@@ -134,9 +191,11 @@ def pool_slices(
 ) -> list[dict[str, Any]]:
     """The pool as ResourceSlice objects (an empty pool is one slice without devices:
     it tells the scheduler the node has none, rather than nothing)."""
-    chunks = [
-        list(devices[i : i + MAX_DEVICES_PER_SLICE]) for i in range(0, len(devices), MAX_DEVICES_PER_SLICE)
-    ]
+    # The API server allows fewer devices in a slice when any of them is tainted.
+    per_slice = (
+        MAX_TAINTED_DEVICES_PER_SLICE if any(d.get("taints") for d in devices) else MAX_DEVICES_PER_SLICE
+    )
+    chunks = [list(devices[i : i + per_slice]) for i in range(0, len(devices), per_slice)]
     chunks = chunks or [[]]
     return [
         {

@@ -1,4 +1,5 @@
-"""The worker's Prometheus metrics and its tiny /healthz + /metrics server.
+"""The worker's Prometheus metrics, and the tiny /healthz + /metrics server the node
+daemons share (worker, device plugin, DRA driver).
 
 Names follow upstream's worker (``nfd_worker_build_info``, the discovery duration
 histogram with upstream's buckets); the delivery counters are ours.
@@ -10,6 +11,7 @@ import logging
 import socketserver
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
 from nfd import __version__
 from nfd.worker.promtext import CONTENT_TYPE, Counter, Gauge, Histogram, Registry, now
@@ -61,6 +63,10 @@ class WorkerMetrics:
         return self.registry.exposition()
 
 
+class Exposition(Protocol):
+    def exposition(self) -> bytes: ...
+
+
 class StatusServer:
     """/healthz and /metrics on one port: a listening daemon thread, and one short-lived
     thread per connection.
@@ -71,7 +77,7 @@ class StatusServer:
 
     def __init__(
         self,
-        metrics: WorkerMetrics,
+        metrics: Exposition,
         healthy: Callable[[], tuple[bool, str]],
         *,
         host: str = "0.0.0.0",
@@ -113,7 +119,7 @@ _MAX_HEADERS = 100
 
 
 def _handler_class(
-    metrics: WorkerMetrics, healthy: Callable[[], tuple[bool, str]]
+    metrics: Exposition, healthy: Callable[[], tuple[bool, str]]
 ) -> type[socketserver.StreamRequestHandler]:
     class Handler(socketserver.StreamRequestHandler):
         # Give up on a silent client, and close after each answer (HTTP/1.0): no

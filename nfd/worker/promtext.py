@@ -1,8 +1,9 @@
-"""The worker's few metrics in Prometheus' text format (0.0.4), written directly.
+"""The node daemons' few metrics (worker, device plugin, DRA driver) in Prometheus' text
+format (0.0.4), written directly.
 
-prometheus-client costs the worker about 2 MB of resident memory for three metric
-families (it pulls in urllib.request, email, wsgiref ...), and the worker must stay
-small on every node. The master, which has many metrics, uses prometheus-client; tests
+prometheus-client costs a process about 2 MB of resident memory for a few metric
+families (it pulls in urllib.request, email, wsgiref ...), and what runs on every node
+must stay small. The master, which has many metrics, uses prometheus-client; tests
 parse this output with prometheus-client's own parser.
 """
 
@@ -68,6 +69,15 @@ class Gauge(_Family):
     def set(self, value: float, **labels: str) -> None:
         with self._lock:
             self._values[self._key(labels)] = value
+
+    def add(self, amount: float, **labels: str) -> None:
+        with self._lock:
+            key = self._key(labels)
+            self._values[key] = self._values.get(key, 0.0) + amount
+
+    def value(self, **labels: str) -> float:
+        with self._lock:
+            return self._values.get(self._key(labels), 0.0)
 
     def lines(self) -> list[str]:
         with self._lock:

@@ -9,7 +9,12 @@ from pathlib import Path
 from nfd.deviceplugin.api.v1beta1 import api_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[2]
-GENERATED = ("nfd/deviceplugin/api/v1beta1", "nfd/dra/api/pluginregistration/v1", "nfd/dra/api/dra/v1")
+GENERATED = (
+    "nfd/deviceplugin/api/v1beta1",
+    "nfd/dra/api/pluginregistration/v1",
+    "nfd/dra/api/dra/v1",
+    "nfd/dra/api/drahealth/v1alpha1",
+)
 
 
 def test_regenerating_gives_identical_files(tmp_path: Path) -> None:

@@ -221,6 +221,38 @@ def test_driver_unbound_and_rebound(start_plugin, kubelet: KubeletStandIn, fx) -
         w.cancel()
 
 
+def test_one_health_event_reaches_list_and_watch_and_the_metrics(
+    start_plugin, kubelet: KubeletStandIn, fx
+) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from nfd.devices.metrics import HealthMetrics
+    from nfd.worker.promtext import Registry
+
+    registry = Registry()
+    m = start_plugin({"resources": [FPGA]})
+    m.health.subscribe(HealthMetrics(registry).changed)
+
+    def unhealthy() -> float:
+        [family] = [f for f in text_string_to_metric_families(registry.exposition().decode())
+                    if f.name == "nfd_devices_unhealthy"]  # fmt: skip
+        [sample] = [s for s in family.samples if s.labels == {"resource": FPGA["name"]}]
+        return float(sample.value)
+
+    req = kubelet.registered()
+    with kubelet.client(req.endpoint) as c:
+        w = c.watch()
+        w.until(lambda s: s.get("0000:3b:00.0") == "Healthy")
+        assert unhealthy() == 0
+        fx.unbind("0000:3b:00.0")
+        w.until(lambda s: s.get("0000:3b:00.0") == "Unhealthy")
+        assert wait_for(lambda: unhealthy() == 1)
+        fx.bind("0000:3b:00.0", "vfio-pci")
+        w.until(lambda s: s.get("0000:3b:00.0") == "Healthy")
+        assert wait_for(lambda: unhealthy() == 0)
+        w.cancel()
+
+
 def test_device_node_glob_gone_and_back(start_plugin, kubelet: KubeletStandIn, fx) -> None:
     start_plugin({"resources": [{"name": "example.com/tty", "devnode": "/dev/ttyS[0-2]"}]})
     req = kubelet.registered()

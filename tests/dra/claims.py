@@ -1,10 +1,12 @@
 """ResourceClaims as a user creates them and as the scheduler allocates them, over HTTP
-with the real kubernetes client."""
+with the real kubernetes client; and the pool as the scheduler reads it."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from tests.fakeapi import FakeApiServer
 
 DRIVER = "nfd.node.kubernetes.io"
 NODE = "node-a"
@@ -55,3 +57,14 @@ def allocate(api_client: Any, claim: dict[str, Any], results: list[tuple[str, st
     )
     out: dict[str, Any] = json.loads(resp.data)
     return out
+
+
+def published(fake_api: FakeApiServer) -> dict[str, dict[str, Any]]:
+    """Devices of the newest generation of this node's pool, by name."""
+    slices = [s for s in fake_api.objects.list("resourceslices") if s["spec"]["nodeName"] == NODE]
+    if not slices:
+        return {}
+    gen = max(s["spec"]["pool"]["generation"] for s in slices)
+    newest = [s for s in slices if s["spec"]["pool"]["generation"] == gen]
+    assert len(newest) == newest[0]["spec"]["pool"]["resourceSliceCount"]
+    return {d["name"]: d for s in newest for d in s["spec"]["devices"]}

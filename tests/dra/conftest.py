@@ -94,6 +94,7 @@ def start_driver(
             use_udev=False,
             rediscover=discover,
             rediscover_interval=rediscover_interval,
+            taint_effect=cfg.dra.taint_effect,
         )
         d.start()
         drivers.append(d)

@@ -3,7 +3,8 @@
 Like kubelet's plugin watcher it looks at the ``plugins_registry`` directory, and for
 every new socket file (a re-created one counts as new) calls GetInfo, checks the answer,
 and reports the outcome with NotifyRegistrationStatus. Then it calls the plugin's
-NodePrepareResources / NodeUnprepareResources on the endpoint GetInfo named.
+NodePrepareResources / NodeUnprepareResources on the endpoint GetInfo named, and opens
+the DRAResourceHealth stream there as kubelet does.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 
 from nfd.dra.api.dra.v1 import api_pb2 as dra_pb
 from nfd.dra.api.dra.v1 import api_pb2_grpc as dra_grpc
+from nfd.dra.api.drahealth.v1alpha1 import api_pb2 as health_pb
+from nfd.dra.api.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from nfd.dra.api.pluginregistration.v1 import api_pb2 as reg_pb
 from nfd.dra.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 
@@ -89,12 +93,22 @@ class DraKubelet:
             self.drivers[info.name] = info.endpoint
             self.registrations.append(info.name)
 
-    def _stub(self, driver: str) -> dra_grpc.DRAPluginStub:
+    def _channel(self, driver: str) -> grpc.Channel:
         endpoint = self.drivers[driver]
         ch = self._channels.get(endpoint)
         if ch is None:
             ch = self._channels[endpoint] = grpc.insecure_channel(f"unix:{endpoint}")
-        return dra_grpc.DRAPluginStub(ch)
+        return ch
+
+    def _stub(self, driver: str) -> dra_grpc.DRAPluginStub:
+        return dra_grpc.DRAPluginStub(self._channel(driver))
+
+    def watch_health(self, driver: str) -> HealthWatch:
+        """The driver's health stream; its reports arrive in ``HealthWatch.reports``."""
+        stream = health_grpc.DRAResourceHealthStub(self._channel(driver)).NodeWatchResources(
+            health_pb.NodeWatchResourcesRequest(), timeout=60
+        )
+        return HealthWatch(stream)
 
     def prepare(self, driver: str, *claims: Claim) -> dra_pb.NodePrepareResourcesResponse:
         req = dra_pb.NodePrepareResourcesRequest(
@@ -111,6 +125,35 @@ class DraKubelet:
             req, timeout=45
         )
         return resp
+
+
+class HealthWatch:
+    """Reads a health stream on a thread: ``reports`` holds each report as
+    {device name: (health name, message)}."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.reports: list[dict[str, tuple[str, str]]] = []
+        self.times: list[int] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for resp in self.stream:
+                self.times.extend(d.last_updated_time for d in resp.devices)
+                self.reports.append(
+                    {
+                        d.device.device_name: (health_pb.HealthStatus.Name(d.health), d.message)
+                        for d in resp.devices
+                    }
+                )
+        except grpc.RpcError:
+            pass  # cancelled, or the plugin stopped
+
+    def cancel(self) -> None:
+        self.stream.cancel()
+        self._thread.join(timeout=5)
 
 
 def wait_for(cond: Callable[[], object], timeout: float = 5.0, interval: float = 0.01) -> bool:

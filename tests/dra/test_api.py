@@ -38,3 +38,20 @@ def test_dra_v1() -> None:
     assert fields(dra, "NodeUnprepareResourceResponse") == {"error": 1}
     assert fields(dra, "NodePrepareResourcesRequest") == {"claims": 1}
     assert fields(dra, "NodePrepareResourcesResponse") == {"claims": 1}
+
+
+def test_dra_health_v1alpha1() -> None:
+    from nfd.dra.api.drahealth.v1alpha1 import api_pb2 as health
+
+    [svc] = health.DESCRIPTOR.services_by_name.values()
+    assert svc.full_name == "v1alpha1.DRAResourceHealth"
+    assert [(m.name, m.input_type.name, m.output_type.name, m.server_streaming) for m in svc.methods] == [
+        ("NodeWatchResources", "NodeWatchResourcesRequest", "NodeWatchResourcesResponse", True),
+    ]
+    status = health.DESCRIPTOR.enum_types_by_name["HealthStatus"]
+    assert {v.name: v.number for v in status.values} == {"UNKNOWN": 0, "HEALTHY": 1, "UNHEALTHY": 2}
+    assert fields(health, "DeviceIdentifier") == {"pool_name": 1, "device_name": 2}
+    assert fields(health, "DeviceHealth") == {
+        "device": 1, "health": 2, "last_updated_time": 3, "health_check_timeout_seconds": 4, "message": 5,
+    }  # fmt: skip
+    assert fields(health, "NodeWatchResourcesResponse") == {"devices": 1}

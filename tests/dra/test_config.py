@@ -34,6 +34,10 @@ def test_defaults() -> None:
         parse_config({"dra": {"driverName": "gpu.example.com"}, "resources": []}).driver_name
         == "gpu.example.com"
     )
+    assert cfg.dra.taint_effect == "NoSchedule"
+    assert (
+        parse_config({"dra": {"taintEffect": "NoExecute"}, "resources": []}).dra.taint_effect == "NoExecute"
+    )
 
 
 @pytest.mark.parametrize(
@@ -75,6 +79,10 @@ def test_defaults() -> None:
         ),
         ({"dra": "x.example.com", "resources": []}, "dra: expected a mapping"),
         ({"dra": {"driverName": "-x.example.com"}, "resources": []}, "dra.driverName: invalid driver name"),
+        (
+            {"dra": {"taintEffect": "PreferNoSchedule"}, "resources": []},
+            "dra.taintEffect: Input should be 'NoSchedule' or 'NoExecute'",
+        ),
     ],
 )
 def test_errors_name_the_key(data: dict[str, Any], expect: str) -> None:

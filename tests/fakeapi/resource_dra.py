@@ -1,15 +1,20 @@
 """resource.k8s.io/v1 (Dynamic Resource Allocation) as the API server validates it:
 ResourceSlices, ResourceClaims and DeviceClasses, with the limits of
 k8s.io/api/resource/v1 (128 devices per slice, 32 attributes and capacities per device,
-attribute values of at most 64 characters, ...)."""
+attribute values of at most 64 characters, ...), and device taints as the
+DRADeviceTaints feature validates them (``feature_gates["DRADeviceTaints"] = False``:
+the server drops them on write, as one without the feature does)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
+import time
+from collections.abc import Mapping
 from typing import Any
 
 from .errors import invalid
-from .resources import ResourceType, _is_quantity, _meta_causes, _qualified_name_error
+from .resources import ResourceType, _is_quantity, _label_value_error, _meta_causes, _qualified_name_error
 
 GROUP = "resource.k8s.io"
 MAX_DEVICES = 128
@@ -20,6 +25,9 @@ MAX_ID_LEN = 32
 MAX_REQUESTS = 32
 MAX_SELECTORS = 32
 MAX_CEL_LEN = 10 * 1024
+MAX_TAINTS = 16
+TAINT_EFFECTS = ("NoSchedule", "NoExecute", "None")
+DEVICE_TAINTS = "DRADeviceTaints"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _C_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -112,9 +120,68 @@ def _device_causes(path: str, dev: Any) -> Causes:
                 f"Too many: {len(attrs) + len(capacity)}: must have at most {MAX_ATTRS_AND_CAPACITY} attributes and capacities combined",
             )
         )
-    if len(dev.get("taints") or []) > 16:
-        causes.append((f"{path}.taints", "", "Too many: must have at most 16 items"))
+    taints = dev.get("taints") or []
+    if not isinstance(taints, list):
+        return [*causes, (f"{path}.taints", str(taints), "must be a list")]
+    if len(taints) > MAX_TAINTS:
+        causes.append((f"{path}.taints", "", f"Too many: must have at most {MAX_TAINTS} items"))
+    for j, taint in enumerate(taints):
+        causes += _taint_causes(f"{path}.taints[{j}]", taint)
     return causes
+
+
+def _taint_causes(path: str, taint: Any) -> Causes:
+    if not isinstance(taint, dict):
+        return [(path, str(taint), "must be an object")]
+    causes: Causes = []
+    key = taint.get("key")
+    err = "Required value" if not key else _qualified_name_error(str(key))
+    if err:
+        causes.append((f"{path}.key", str(key), err))
+    if "value" in taint:
+        err = _label_value_error(taint["value"])
+        if err:
+            causes.append((f"{path}.value", str(taint["value"]), err))
+    effect = taint.get("effect")
+    if not effect:
+        causes.append((f"{path}.effect", "", "Required value"))
+    elif effect not in TAINT_EFFECTS:
+        causes.append(
+            (f"{path}.effect", str(effect), "supported values: " + ", ".join(f'"{e}"' for e in TAINT_EFFECTS))
+        )
+    added = taint.get("timeAdded")
+    if added is not None:
+        try:
+            dt.datetime.fromisoformat(str(added).replace("Z", "+00:00"))
+        except ValueError:
+            causes.append((f"{path}.timeAdded", str(added), "must be an RFC 3339 time"))
+    if set(taint) - {"key", "value", "effect", "timeAdded"}:
+        causes.append(
+            (path, "", f"unknown field(s) {sorted(set(taint) - {'key', 'value', 'effect', 'timeAdded'})}")
+        )
+    return causes
+
+
+def _slice_strategy(obj: dict[str, Any], gates: Mapping[str, bool]) -> None:
+    """Device taints: dropped when the feature is off; else a taint without a time
+    gets the time of the write, and a time is stored as RFC 3339 in UTC."""
+    for dev in (obj.get("spec") or {}).get("devices") or []:
+        if not isinstance(dev, dict) or "taints" not in dev:
+            continue
+        if not gates.get(DEVICE_TAINTS, True):
+            del dev["taints"]
+            continue
+        for taint in dev["taints"] if isinstance(dev["taints"], list) else []:
+            if not isinstance(taint, dict):
+                continue
+            if not taint.get("timeAdded"):
+                taint["timeAdded"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                continue
+            try:  # stored as whole seconds in UTC, "Z", whatever form it came in
+                when = dt.datetime.fromisoformat(str(taint["timeAdded"]).replace("Z", "+00:00"))
+                taint["timeAdded"] = when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            except ValueError:
+                pass  # validation says so
 
 
 def _validate_slice(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -252,6 +319,7 @@ RESOURCE_SLICES = ResourceType(
     namespaced=False,
     field_selectors=frozenset({"metadata.name", "spec.nodeName", "spec.driver"}),
     validate=_validate_slice,
+    gated=_slice_strategy,
 )
 RESOURCE_CLAIMS = ResourceType(
     GROUP,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -39,6 +39,9 @@ class ResourceType:
     validate: Validator | None = field(default=None, compare=False)
     # Rewrites fields into the form the API server stores them in (time formats).
     normalize: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
+    # The write strategy that depends on the server's feature gates (name -> enabled):
+    # drops the fields of a disabled feature, defaults others, as the API server does.
+    gated: Callable[[dict[str, Any], Mapping[str, bool]], None] | None = field(default=None, compare=False)
 
     @property
     def api_version(self) -> str:
@@ -352,6 +355,43 @@ LEASES = ResourceType(
     validate=_validate_lease,
     normalize=_normalize_lease,
 )
+
+
+def _validate_event(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    causes = _meta_causes(obj, old)
+    involved = obj.get("involvedObject") or {}
+    namespace = obj["metadata"].get("namespace", "")
+    # A cluster-scoped object's events live in "default" (kubelet files a Node's there).
+    if not involved.get("namespace") and namespace != "default":
+        causes.append(("involvedObject.namespace", "", "does not match event.namespace"))
+    elif involved.get("namespace") and involved["namespace"] != namespace:
+        causes.append(("involvedObject.namespace", involved["namespace"], "does not match event.namespace"))
+    if obj.get("type") not in (None, "Normal", "Warning"):
+        causes.append(("type", str(obj.get("type")), 'supported values: "Normal", "Warning"'))
+    if len(str(obj.get("reason") or "")) > 128:
+        causes.append(("reason", "", "must be no more than 128 characters"))
+    if causes:
+        raise invalid("Event", "", obj["metadata"]["name"], causes)
+
+
+EVENTS = ResourceType(
+    "",
+    "v1",
+    "events",
+    "Event",
+    namespaced=True,
+    field_selectors=frozenset(
+        {
+            "metadata.name",
+            "metadata.namespace",
+            "involvedObject.kind",
+            "involvedObject.name",
+            "reason",
+            "type",
+        }
+    ),
+    validate=_validate_event,
+)
 NODE_FEATURE_RULES = ResourceType(
     NFD_GROUP,
     "v1alpha1",
@@ -396,7 +436,7 @@ NODE_RESOURCE_TOPOLOGIES = ResourceType(
 from .resource_dra import DRA_TYPES  # noqa: E402  (it builds on the helpers above)
 
 ALL_TYPES = (
-    NODES, PODS, SECRETS, CONFIGMAPS, LEASES, NODE_FEATURE_RULES, NODE_FEATURES, NODE_FEATURE_GROUPS, NODE_RESOURCE_TOPOLOGIES,
+    NODES, PODS, SECRETS, CONFIGMAPS, LEASES, EVENTS, NODE_FEATURE_RULES, NODE_FEATURES, NODE_FEATURE_GROUPS, NODE_RESOURCE_TOPOLOGIES,
     *DRA_TYPES,
 )  # fmt: skip
 BY_PATH: dict[tuple[str, str, str], ResourceType] = {(t.group, t.version, t.plural): t for t in ALL_TYPES}

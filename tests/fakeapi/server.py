@@ -677,6 +677,8 @@ class ServerCore:
         log_keep: int = 500_000,
     ) -> None:
         self.store = Store(history=watch_history)
+        # Feature gates of this "API server" (absent: enabled), e.g. DRADeviceTaints.
+        self.feature_gates = self.store.feature_gates
         self.tokens = TokenRegistry(api_audiences) if api_audiences else TokenRegistry()
         self.tokens.pod_alive = self._pod_alive
         self.authz = Authorizer()

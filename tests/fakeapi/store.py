@@ -75,6 +75,8 @@ class Store:
         self._objects: dict[str, dict[tuple[str, str], Stored]] = {t.key: {} for t in ALL_TYPES}
         self._events: list[Event] = []
         self._history = history
+        # Feature gates the API server was started with (absent: enabled).
+        self.feature_gates: dict[str, bool] = {}
         self._oldest_rv = self._rv  # watches may start at any rv >= this
         self.closed = False
 
@@ -136,6 +138,8 @@ class Store:
             obj.setdefault("status", {})
         if rt.normalize:
             rt.normalize(obj)
+        if rt.gated:
+            rt.gated(obj, self.feature_gates)
         if rt.validate:
             rt.validate(obj, None)
         with self.lock:
@@ -207,6 +211,8 @@ class Store:
                 new.pop(k)
             if rt.normalize:
                 rt.normalize(new)
+            if rt.gated:
+                rt.gated(new, self.feature_gates)
             if rt.validate:
                 rt.validate(new, current.obj)
             new["kind"], new["apiVersion"] = rt.kind, rt.api_version

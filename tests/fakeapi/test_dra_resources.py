@@ -180,3 +180,72 @@ def test_claims_and_device_classes(fake_api: FakeApiServer) -> None:
         fake_api.objects.create(
             "deviceclasses", {"metadata": {"name": "bad2"}, "spec": {"selectors": [{"cel": {}}]}}
         )
+
+
+def tainted(**taint: Any) -> dict[str, Any]:
+    return a_slice(devices=[{"name": "d0", "taints": [taint]}])
+
+
+@pytest.mark.parametrize(
+    ("taint", "expect"),
+    [
+        ({"key": "bad key", "effect": "NoSchedule"}, "spec.devices[0].taints[0].key"),
+        ({"key": "x.example.com/" + "k" * 64, "effect": "NoSchedule"}, "no more than 63 characters"),
+        ({"key": "x.example.com/k", "value": "no spaces", "effect": "NoSchedule"}, "taints[0].value"),
+        ({"key": "x.example.com/k", "value": "v" * 64, "effect": "NoSchedule"}, "taints[0].value"),
+        ({"key": "x.example.com/k", "effect": "PreferNoSchedule"}, 'supported values: "NoSchedule"'),
+    ],
+)
+def test_device_taints_are_validated(fake_api_client: Any, taint: dict[str, Any], expect: str) -> None:
+    assert expect in refused(fake_api_client, tainted(**taint))
+
+
+def test_device_taints_are_kept_with_a_time_or_dropped_without_the_feature(
+    fake_api: FakeApiServer, fake_api_client: Any
+) -> None:
+    for effect in ("NoSchedule", "NoExecute", "None"):
+        body = tainted(key="x.example.com/unhealthy", value="driver-unbound", effect=effect)
+        body["metadata"]["name"] = f"s-{effect.lower()}"
+        [stored] = create(fake_api_client, body)["spec"]["devices"][0]["taints"]
+        assert stored["effect"] == effect and stored["value"] == "driver-unbound"
+        assert stored["timeAdded"].endswith("Z")  # the server's time when none was given
+    given = tainted(key="x.example.com/k", effect="NoSchedule", timeAdded="2024-05-01T10:00:00Z")
+    given["metadata"]["name"] = "s-given"
+    assert create(fake_api_client, given)["spec"]["devices"][0]["taints"][0]["timeAdded"] == (
+        "2024-05-01T10:00:00Z"
+    )
+    fake_api.feature_gates["DRADeviceTaints"] = False
+    body = tainted(key="x.example.com/k", effect="NoSchedule")
+    body["metadata"]["name"] = "s-gate-off"
+    assert "taints" not in create(fake_api_client, body)["spec"]["devices"][0]
+    assert "taints" not in fake_api.objects.get("resourceslices", "s-gate-off")["spec"]["devices"][0]
+
+
+def test_node_events_in_default_namespace(fake_api: FakeApiServer, fake_api_client: Any) -> None:
+    from kubernetes import client
+
+    core: Any = client.CoreV1Api(fake_api_client)
+    event = {
+        "metadata": {"name": "n1.abc"},
+        "involvedObject": {"kind": "Node", "name": "n1"},
+        "reason": "DeviceUnhealthy",
+        "type": "Warning",
+        "message": "m",
+    }
+    core.create_namespaced_event("default", event, _preload_content=False)
+    listed = json.loads(
+        core.list_namespaced_event(
+            "default", field_selector="involvedObject.name=n1", _preload_content=False
+        ).data
+    )
+    assert [e["reason"] for e in listed["items"]] == ["DeviceUnhealthy"]
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_event(
+            "kube-system", {**event, "metadata": {"name": "n1.x"}}, _preload_content=False
+        )
+    assert e.value.status == 422
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_event(
+            "default", {**event, "metadata": {"name": "n1.y"}, "type": "Error"}, _preload_content=False
+        )
+    assert e.value.status == 422

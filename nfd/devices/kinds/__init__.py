@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from nfd import hostfiles
 from nfd.chars import shown
-from nfd.devices.model import ConfigError, FoundDevice
+from nfd.devices.model import ConfigError, FoundDevice, Gone
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.validation import key_name
@@ -170,7 +170,7 @@ def pci_problem(host: HostRoot, address: str, driver: str) -> str | None:
     no longer bound to it); None when it is. An empty ``driver`` asks for none."""
     sysdir = host.sys / "bus/pci/devices" / address
     if not os.path.isdir(sysdir):
-        return "PCI device gone from sysfs"
+        return Gone("PCI device gone from sysfs")
     if driver:
         have = hostfiles.driver_name(sysdir)
         if have is None:

@@ -39,7 +39,7 @@ from nfd.devices.kinds import describe_fields, pci_problem
 from nfd.devices.kinds.gpu_devices import FIELDS, drm_devices, mig_cap_nodes, nvidia_attributes
 from nfd.devices.kinds.gpu_health import NvmlHealth
 from nfd.devices.kinds.gpu_selector import GpuSelector, parse_selector
-from nfd.devices.model import DeviceNode, FoundDevice
+from nfd.devices.model import DeviceNode, FoundDevice, Gone
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.sources.accel_sysfs import numa_node, pci_functions
@@ -152,5 +152,5 @@ class GpuKind(NvmlHealth):
         if a.get("vendor") != "10de":
             return pci_problem(host, a["pci_address"], a.get("driver", "")) or device
         if a.get("pci_address") and not os.path.isdir(host.sys / "bus/pci/devices" / a["pci_address"]):
-            return "PCI device gone from sysfs"
+            return Gone("PCI device gone from sysfs")
         return self._nvidia_health(device)

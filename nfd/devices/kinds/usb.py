@@ -8,7 +8,7 @@ from typing import Any
 
 from nfd import hostfiles
 from nfd.devices.kinds import describe_fields, mapping, optional_hex_ids, optional_strings
-from nfd.devices.model import DeviceNode, FoundDevice
+from nfd.devices.model import DeviceNode, FoundDevice, Gone
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 
@@ -89,7 +89,7 @@ class UsbKind:
     def refresh(self, device: FoundDevice, host: HostRoot) -> FoundDevice | str:
         sysdir = host.sys / "bus/usb/devices" / device.attributes["address"]
         if not os.path.isdir(sysdir):
-            return "USB device unplugged"
+            return Gone("USB device unplugged")
         # A re-plugged device keeps its port (our ID) but gets a new device number, so its
         # node moves: follow it.
         busnum, devnum = hostfiles.attr(sysdir / "busnum"), hostfiles.attr(sysdir / "devnum")
