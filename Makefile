@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup install discover test lint typecheck unit bench image-test image-lock
+.PHONY: setup install discover test lint typecheck unit bench image-test image-lock realnode
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -26,8 +26,9 @@ lint:
 typecheck:
 	$(BIN)/mypy
 
+# The real-node suite needs a real node (make realnode); the e2e suite runs on the fake here.
 unit:
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --ignore=tests/realnode
 
 test: install lint typecheck unit
 
@@ -37,7 +38,20 @@ bench: install
 # Builds the Dockerfile with podman and runs the image as the manifests do (Debian 12,
 # root: installs podman, runc and mmdebstrap when missing). CI runs it beside `test`.
 image-test: install
-	$(BIN)/python scripts/image_test.py
+	$(BIN)/python scripts/image_test.py --save .image/nfd.tar
+
+# nfd installed from the image on a real single-node cluster (root; ../shared/realcluster):
+# the node comes up, the image is loaded, the real-node suite and the e2e suite run on it.
+# Run image-test first (it builds and saves the image). The node is left up: `down` it.
+REALCLUSTER ?= ../shared/realcluster
+REAL_KUBECONFIG ?= /var/lib/realcluster/admin.kubeconfig
+realnode: install
+	$(REALCLUSTER)/up
+	$(REALCLUSTER)/load-image --tar .image/nfd.tar
+	NFD_REALNODE=1 NFD_REALNODE_REQUIRED=1 NFD_REALCLUSTER_DIR=$(REALCLUSTER) \
+	  NFD_REALNODE_KUBECONFIG=$(REAL_KUBECONFIG) $(BIN)/pytest -q --durations=10 tests/realnode
+	NFD_E2E_REAL_CLUSTER=1 NFD_E2E_REQUIRED=1 NFD_E2E_KUBECONFIG=$(REAL_KUBECONFIG) \
+	  $(BIN)/pytest -q --durations=5 tests/e2e
 
 # Re-pins requirements-image.txt: nfd alone, installed into a clean environment.
 image-lock: $(BIN)/python

@@ -4,7 +4,8 @@
 - ``NFD_E2E_REAL_CLUSTER=1`` and ``NFD_E2E_KUBECONFIG=<path>``: tests talk to that
   cluster. They create their own Node objects (names with a unique prefix, a run label)
   and delete them afterwards; nothing else in the cluster is touched. When the cluster
-  cannot be reached, every test that needs it is skipped with the reason.
+  cannot be reached, every test that needs it is skipped with the reason (with
+  ``NFD_E2E_REQUIRED=1``, as CI runs it, it fails instead).
 - Tests marked ``@pytest.mark.fake_only`` (fault injection, direct state changes) are
   skipped against a real cluster.
 
@@ -27,6 +28,7 @@ from tests.fakeapi import FakeApiServer, node_object
 
 ENV_KUBECONFIG = "NFD_E2E_KUBECONFIG"
 ENV_REAL = "NFD_E2E_REAL_CLUSTER"
+ENV_REQUIRED = "NFD_E2E_REQUIRED"  # CI: a requested cluster that cannot be used fails the run
 RUN_LABEL = "e2e.nfd.node.kubernetes.io/run"
 T = TypeVar("T")
 
@@ -160,6 +162,8 @@ def _real_cluster() -> Iterator[tuple[Any, Path] | None]:
     the reason) when requested but unusable."""
     found = connect_real_cluster(os.environ)
     if isinstance(found, str):
+        if os.environ.get(ENV_REQUIRED) == "1":
+            pytest.fail(f"{ENV_REQUIRED}=1 but {found}", pytrace=False)
         pytest.skip(found)
     try:
         yield found
