@@ -10,6 +10,7 @@ import logging
 import socketserver
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
 from nfd import __version__
 from nfd.worker.promtext import CONTENT_TYPE, Counter, Gauge, Histogram, Registry, now
@@ -61,6 +62,13 @@ class WorkerMetrics:
         return self.registry.exposition()
 
 
+class Exposes(Protocol):
+    """Metrics in Prometheus' text format: the worker's, the topology updater's, the
+    device plugin's (each serves them with this server)."""
+
+    def exposition(self) -> bytes: ...
+
+
 class StatusServer:
     """/healthz and /metrics on one port: a listening daemon thread, and one short-lived
     thread per connection.
@@ -71,7 +79,7 @@ class StatusServer:
 
     def __init__(
         self,
-        metrics: WorkerMetrics,
+        metrics: Exposes,
         healthy: Callable[[], tuple[bool, str]],
         *,
         host: str = "0.0.0.0",
@@ -113,7 +121,7 @@ _MAX_HEADERS = 100
 
 
 def _handler_class(
-    metrics: WorkerMetrics, healthy: Callable[[], tuple[bool, str]]
+    metrics: Exposes, healthy: Callable[[], tuple[bool, str]]
 ) -> type[socketserver.StreamRequestHandler]:
     class Handler(socketserver.StreamRequestHandler):
         # Give up on a silent client, and close after each answer (HTTP/1.0): no
