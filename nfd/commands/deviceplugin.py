@@ -29,6 +29,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="kubelet's device-plugin socket directory",
     )  # fmt: skip
     p.add_argument(
+        "--metrics-port", metavar="PORT", type=int, default=0,
+        help="serve Prometheus /metrics (and /healthz) on this port (default 0: off)",
+    )  # fmt: skip
+    p.add_argument(
         "--check", action="store_true", help="validate the config against this node, print the devices, exit"
     )
 
@@ -90,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(e)) from None
     if args.poll_interval <= 0:
         raise CliError("--poll-interval must be positive")
+    if not 0 <= args.metrics_port <= 65535:
+        raise CliError(f"--metrics-port {args.metrics_port}: must be 0 to 65535")
     host = host_root(args.host_root)
     resources = config.served_by(DEVICE_PLUGIN)
     feats = features_for(args, host)
@@ -121,15 +127,35 @@ def run(args: argparse.Namespace) -> int:
     err = socket_path_error(args.plugin_dir, [s.name for s in states])
     if err:
         raise CliError(err)
+    metrics = server = None
+    if args.metrics_port:
+        from nfd.deviceplugin.metrics import DevicePluginMetrics
+        from nfd.worker.metrics import StatusServer
+
+        metrics = DevicePluginMetrics(lambda: manager.states)
+        try:
+            server = StatusServer(
+                metrics, lambda: (bool(manager.served_resources()), "serving"), port=args.metrics_port
+            )
+        except OSError as e:
+            raise CliError(f"cannot serve /metrics on port {args.metrics_port}: {e.strerror or e}") from None
     manager = Manager(
-        states, plugin_dir=args.plugin_dir, cdi_dir=args.cdi_dir, poll_interval=args.poll_interval
+        states,
+        plugin_dir=args.plugin_dir,
+        cdi_dir=args.cdi_dir,
+        poll_interval=args.poll_interval,
+        metrics=metrics,
     )
 
     stop_on_signals(manager.stop, log)
     manager.start()
+    if server is not None:
+        server.start()
     print(f"serving: {', '.join(manager.served_resources()) or '(nothing)'}", file=sys.stderr, flush=True)
     while not manager.wait(1.0):
         pass
     rejected = manager.rejected()
     manager.stop()
+    if server is not None:
+        server.stop()
     return 1 if rejected and not manager.served_resources() else 0
