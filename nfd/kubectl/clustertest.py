@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nfd.decision import KINDS, Decision, decide
 from nfd.features import Features
+from nfd.master.decide import ALL, recorded
 from nfd.policy import Policy
 from nfd.rules import RuleSet, evaluate, load_rulesets
 
@@ -109,35 +110,58 @@ class GroupCache:
         return Features.from_dict(raw)
 
 
-def inputs(item: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+def inputs(item: Mapping[str, Any], label_sets: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
     """(built-in labels, what NodeFeature objects ask for) of a features page's item."""
-    origins: Mapping[str, str] = item.get("labelOrigins") or {}
-    labels: Mapping[str, str] = item.get("labels") or {}
-    builtin = {k: v for k, v in labels.items() if origins.get(k) == "worker"}
-    return builtin, dict(item.get("nodeLabels") or {})
+    return dict(label_sets.get(str(item.get("builtinLabels"))) or {}), dict(item.get("nodeLabels") or {})
 
 
-def diff_node(
-    item: Mapping[str, Any],
-    features: Features,
-    before: Sequence[RuleSet],
-    after: Sequence[RuleSet],
-    policy: Policy,
-) -> NodeDiff:
-    builtin, node_labels = inputs(item)
-    dpr = item.get("devicePluginResources") or ()
+class Differ:
+    """Diffs nodes, sharing the work between nodes whose diffs must be equal.
 
-    def decision(rules: Sequence[RuleSet]) -> Decision:
-        return decide(
-            labels=builtin,
-            features=features,
-            rules=evaluate(rules, features),
-            node_labels=node_labels,
-            policy=policy,
-            device_plugin_resources=dpr,
-        )
+    As the master shares decisions: a decision is a pure function of the feature groups
+    it reads (recorded, not declared) and of the node's other inputs, so a node that
+    agrees with an earlier one on every group read so far, and on those inputs, gets
+    that node's diff. A fleet of a few hardware kinds costs a few evaluations."""
 
-    return compare(str(item.get("node")), decision(before), decision(after))
+    def __init__(self, before: Sequence[RuleSet], after: Sequence[RuleSet], policy: Policy) -> None:
+        self.before, self.after, self.policy = before, after, policy
+        self.groups = GroupCache()
+        self._reads: set[str] = set()
+        self._cache: dict[tuple[Any, ...], NodeDiff] = {}
+        self.evaluated = 0
+
+    def _key(self, item: Mapping[str, Any], inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        every = ALL in self._reads
+        groups = item.get("groups") or {}
+        seen = tuple(sorted((k, h) for k, h in groups.items() if every or k.partition("/")[2] in self._reads))
+        return (seen, *inputs)
+
+    def diff(self, item: Mapping[str, Any], label_sets: Mapping[str, Any]) -> NodeDiff:
+        builtin, node_labels = inputs(item, label_sets)
+        dpr = tuple(item.get("devicePluginResources") or ())
+        others = (tuple(sorted(builtin.items())), tuple(sorted(node_labels.items())), dpr)
+        node = str(item.get("node"))
+        hit = self._cache.get(self._key(item, others))
+        if hit is not None:
+            return replace(hit, node=node)
+        reads: set[str] = set()
+        features = recorded(self.groups.features(item), reads)
+
+        def decision(rules: Sequence[RuleSet]) -> Decision:
+            return decide(
+                labels=builtin,
+                features=features,
+                rules=evaluate(rules, features),
+                node_labels=node_labels,
+                policy=self.policy,
+                device_plugin_resources=dpr,
+            )
+
+        out = compare(node, decision(self.before), decision(self.after))
+        self.evaluated += 1
+        self._reads |= reads
+        self._cache[self._key(item, others)] = out
+        return out
 
 
 def diff_pages(
@@ -149,13 +173,13 @@ def diff_pages(
 ) -> Iterator[NodeDiff]:
     """Each node's diff, page by page of ``GET /api/v1/features`` (only ``wanted``
     nodes, when given)."""
-    cache = GroupCache()
+    differ = Differ(before, after, policy)
     for page in pages:
-        cache.add(page.get("groups") or {})
+        differ.groups.add(page.get("groups") or {})
+        label_sets = page.get("labelSets") or {}
         for item in page.get("items") or []:
-            if wanted is not None and item.get("node") not in wanted:
-                continue
-            yield diff_node(item, cache.features(item), before, after, policy)
+            if wanted is None or item.get("node") in wanted:
+                yield differ.diff(item, label_sets)
 
 
 def to_json(diffs: Iterable[NodeDiff]) -> str:

@@ -40,8 +40,9 @@ async def list_features(
     """The nodes' features in name order, ``limit`` at a time (needs ``list nodes``).
     ``items[].groups`` maps ``kind/name`` (``attributes/kernel.version``) to a hash;
     ``groups`` maps each hash the page names to the group's elements.
-    ``items[].labels`` and ``labelOrigins`` are what the node carries now and where each
-    label came from; ``nodeLabels`` what its NodeFeature objects ask for."""
+    ``items[].builtinLabels`` names the page's ``labelSets`` entry holding the built-in
+    labels the node carries now (from the worker's features); ``nodeLabels`` is what its
+    NodeFeature objects ask for."""
     store = rt.service.store
     async with request.app.state.page_builds:
         names = sorted(store.nodes)
@@ -50,6 +51,8 @@ async def list_features(
         page = names[start : start + limit]
         items: list[str] = []
         groups: dict[str, bytes] = {}
+        # Built-in label sets, once a page: nodes of a kind share one decision.
+        label_sets: dict[int, tuple[str, bytes]] = {}
         for i in range(0, len(page), _CHUNK):
             if i:
                 await asyncio.sleep(0)
@@ -62,16 +65,17 @@ async def list_features(
                     if h not in groups:
                         groups[h] = store.features.group_json(h)
                 d = rec.decision
+                if id(d) not in label_sets:
+                    builtin = {k: v for k, v in d.labels.items() if d.origins.get(k) == "worker"}
+                    label_sets[id(d)] = (str(len(label_sets)), json.dumps(builtin).encode())
                 items.append(
                     json.dumps(
                         {
                             "node": name,
                             "digest": rec.digest,
                             "groups": {f"{k}/{n}": h for k, n, h in parts},
-                            "labels": d.labels,
-                            "labelOrigins": {
-                                k: rec.label_objects.get(k, o) if o == "NodeFeature" else o
-                                for k, o in d.origins.items()
+                            "builtinLabels": {
+                                k: v for k, v in d.labels.items() if d.origins.get(k) == "worker"
                             },
                             "nodeLabels": rt.service.node_labels(name),
                             "devicePluginResources": sorted(rec.device_plugin_resources),
@@ -86,6 +90,8 @@ async def list_features(
             ", ".join(items).encode(),
             b'], "groups": {',
             b", ".join(json.dumps(h).encode() + b": " + g for h, g in groups.items()),
+            b'}, "labelSets": {',
+            b", ".join(json.dumps(k).encode() + b": " + v for k, v in label_sets.values()),
             b'}, "metadata": ',
             json.dumps(meta).encode(),
             b"}",
