@@ -120,7 +120,9 @@ def main() -> None:
             stop_flag = threading.Event()
             run_lat: list[float] = []
             th = threading.Thread(
-                target=lambda: run_lat.extend(heartbeats_during(port, names, digests, stop_flag))
+                target=lambda lat=run_lat, flag=stop_flag: lat.extend(
+                    heartbeats_during(port, names, digests, flag)
+                )
             )
             th.start()
             c0, t0 = cpu_s(master.pid), time.perf_counter()
