@@ -121,15 +121,18 @@ def run(args: argparse.Namespace) -> int:
     err = socket_path_error(args.plugin_dir, [s.name for s in states])
     if err:
         raise CliError(err)
-    from nfd.devices.metrics import HealthMetrics
-    from nfd.worker.promtext import Registry
+    from nfd.deviceplugin.metrics import DevicePluginMetrics
 
+    metrics = DevicePluginMetrics()
     manager = Manager(
-        states, plugin_dir=args.plugin_dir, cdi_dir=args.cdi_dir, poll_interval=args.poll_interval
+        states,
+        plugin_dir=args.plugin_dir,
+        cdi_dir=args.cdi_dir,
+        poll_interval=args.poll_interval,
+        metrics=metrics,
     )
-    registry = Registry()
-    manager.health.subscribe(HealthMetrics(registry).changed)
-    status = serve_status(registry, args.port, log)
+    manager.health.subscribe(metrics.health.changed)
+    status = serve_status(metrics, args.port, log)
 
     def stop() -> None:
         manager.stop()

@@ -9,15 +9,17 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from nfd.features import Features
+    from nfd.policy import Policy
     from nfd.rules import RuleSet, RuleTrace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="rules_command", metavar="SUBCOMMAND", parser_class=type(p))
     sub.required = True
-    t = sub.add_parser("test", help="print what rules set for one node")
+    t = sub.add_parser("test", help="print what rules set for one node, or would change on the cluster's")
     t.add_argument(
         "--rules",
+        "-f",
         metavar="FILE",
         required=True,
         action="append",
@@ -31,6 +33,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     src.add_argument("--local", action="store_true", help="discover this machine's features (default)")
     t.add_argument("--host-root", metavar="DIR", help="with --local: host filesystem root")
+    src.add_argument(
+        "--cluster", action="store_true",
+        help="every node of the cluster: what the rules, applied over the cluster's NodeFeatureRules, "
+        "would add, change, remove and reject (reads the nodes' features from the master; writes nothing)",
+    )  # fmt: skip
+    t.add_argument(
+        "-l", "--selector", metavar="SELECTOR", default="",
+        help="with --cluster: only the Nodes this label selector selects",
+    )  # fmt: skip
     t.add_argument(
         "--output", "-o", choices=["text", "json"], default="text",
         help="text: a section per kind; json: one document with what was rejected and why",
@@ -39,6 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from nfd.commands._common import add_policy_arguments
 
     add_policy_arguments(t, master=True)
+    from nfd.kubectl import access
+
+    access.add_arguments(t)
     t.add_argument(
         "--strict", action="store_true",
         help="exit 1 when any document or rule has a problem (each listed with its file and rule); "
@@ -63,6 +77,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(e)) from None
 
     rulesets, problems, origin = _load(args.rules)
+    if args.cluster:
+        return _cluster(args, policy, problems)
+    if args.selector:
+        raise CliError("--selector goes with --cluster")
     node_labels: dict[str, str] = {}
     if args.features:
         features, node_labels = _read_features(args.features)
@@ -120,6 +138,73 @@ def run(args: argparse.Namespace) -> int:
     if args.explain:
         _explain(out.traces, sys.stdout)
     return _verdict(args.strict, problems)
+
+
+def _cluster(args: argparse.Namespace, policy: Policy, problems: list[str]) -> int:
+    from nfd.cli import CliError
+    from nfd.kubectl import clustertest
+    from nfd.kubectl.access import AccessError, Cluster
+    from nfd.rules import API_GROUP, KIND
+
+    if args.explain:
+        raise CliError("--explain is for one node: not with --cluster")
+    proposed = [d for path in args.rules for d in _read_yaml(path)]
+    for problem in problems:
+        print(f"nfd rules test: {'error' if args.strict else 'warning'}: {problem}", file=sys.stderr)
+    cluster = Cluster.from_args(args)
+    try:
+        objects = [
+            {"apiVersion": f"{API_GROUP}/v1alpha1", "kind": KIND, **o}
+            for o in cluster.pages(f"/apis/{API_GROUP}/v1alpha1/{RULES_PLURAL}")
+        ]
+        wanted = None
+        if args.selector:
+            wanted = {
+                str(n["metadata"]["name"])
+                for n in cluster.pages("/api/v1/nodes", {"labelSelector": args.selector})
+            }
+        before = clustertest.rulesets(objects)
+        after = clustertest.rulesets(clustertest.overlay(objects, proposed))
+        diffs = list(
+            clustertest.diff_pages(cluster.master_pages("/api/v1/features"), before, after, policy, wanted)
+        )
+    except AccessError as e:
+        if e.status == 400 and args.selector:
+            raise CliError(f"--selector {args.selector!r}: {e}") from None
+        raise CliError(str(e), code=1) from None
+    finally:
+        cluster.close()
+    if args.output == "json":
+        sys.stdout.write(clustertest.to_json(diffs) + "\n")
+    else:
+        _print_diffs(diffs)
+    return _verdict(args.strict, problems)
+
+
+RULES_PLURAL = "nodefeaturerules"
+_SIGNS = (("added", "+"), ("changed", "~"), ("removed", "-"))
+
+
+def _print_diffs(diffs: list[Any]) -> None:
+    w = sys.stdout.write
+    changing = [d for d in diffs if not d.empty()]
+    for d in changing:
+        w(f"node {d.node}:\n")
+        for part, sign in _SIGNS:
+            for kind, items in getattr(d, part).items():
+                for name, value in items.items():
+                    shown = f"{value[0]} -> {value[1]}" if part == "changed" else value
+                    w(
+                        f"  {sign} {_KIND_WORD[kind]} {name}"
+                        + ("" if kind == "taints" else f"={shown}")
+                        + "\n"
+                    )
+        for kind, items in d.rejected.items():
+            for name, reason in items.items():
+                w(f"  ! {_KIND_WORD[kind]} {name} rejected: {reason}\n")
+        for err in d.errors:
+            w(f"  ! {err}\n")
+    w(f"{len(changing)} of {len(diffs)} node(s) would change\n")
 
 
 def _load(paths: list[str]) -> tuple[list[RuleSet], list[str], dict[str, str]]:

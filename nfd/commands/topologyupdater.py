@@ -7,7 +7,11 @@ import argparse
 import json
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nfd.topology.metrics import TopologyMetrics
+    from nfd.worker.metrics import StatusServer
 
 log = logging.getLogger("nfd.topology")
 
@@ -32,6 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--oneshot", action="store_true", help="one pass, then exit")
     p.add_argument("--no-publish", action="store_true",
                    help="print the object as JSON instead of writing it (no API server needed)")  # fmt: skip
+    p.add_argument(
+        "--port", metavar="PORT", type=int, default=0,
+        help="serve Prometheus /metrics (and /healthz) on this port (default 0: off)",
+    )  # fmt: skip
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -41,6 +49,8 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError("--node-name (or $NODE_NAME) is required")
     if not args.interval > 0:
         raise CliError(f"--interval {args.interval}: must be positive")
+    if not 0 <= args.port <= 65535:
+        raise CliError(f"--port {args.port}: must be 0 to 65535")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         kubelet_config=args.kubelet_config or None,
         interval=args.interval,
     )
+    metrics, server = _metrics_server(args)
+    scan_failed = metrics.scan_failed if metrics is not None else (lambda: None)
     if args.no_publish:
         shown: list[str] = []
 
@@ -66,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
                 shown[:] = [text]
             return False
 
-        updater = Updater(settings, publish=show)
+        updater = Updater(settings, publish=show, on_scan_error=scan_failed)
         if args.oneshot:
             updater.run_once()
             return 0 if updater.last is not None else 1
@@ -81,7 +93,10 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"no cluster to write to: {e} (use --no-publish to print instead)") from None
         writer = NrtWriter(api)
         updater = Updater(
-            settings, publish=writer.write, node_uid=lambda: writer.node_uid(settings.node_name)
+            settings,
+            publish=writer.write,
+            node_uid=lambda: writer.node_uid(settings.node_name),
+            on_scan_error=scan_failed,
         )
         pods = PodWatch(api, settings.node_name, on_change=updater.nudge)
         updater.is_exclusive = pods.is_exclusive
@@ -113,5 +128,28 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    updater.run()
+    if server is not None:
+        server.start()
+    try:
+        updater.run()
+    finally:
+        if server is not None:
+            server.stop()
     return 0
+
+
+def _metrics_server(args: argparse.Namespace) -> tuple[TopologyMetrics | None, StatusServer | None]:
+    """The metrics and the server for them, bound (not serving yet); (None, None) without
+    --port or with --oneshot. A port in use is a one-line error."""
+    if not args.port or args.oneshot:
+        return None, None
+    from nfd.cli import CliError
+    from nfd.topology.metrics import TopologyMetrics
+    from nfd.worker.metrics import StatusServer
+
+    metrics = TopologyMetrics()
+    try:
+        server = StatusServer(metrics, lambda: (True, "ok"), port=args.port)
+    except OSError as e:
+        raise CliError(f"cannot serve /metrics on port {args.port}: {e.strerror or e}") from None
+    return metrics, server

@@ -20,12 +20,16 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nfd.deviceplugin.server import KUBELET_SOCKET, Outcome, ResourcePlugin, socket_name
 from nfd.devices import cdi
 from nfd.devices.health import HealthMonitor
 from nfd.devices.inventory import ResourceState, close_states
 from nfd.unixgrpc import MAX_SOCKET_PATH, FileId, file_id
+
+if TYPE_CHECKING:
+    from nfd.deviceplugin.metrics import DevicePluginMetrics
 
 log = logging.getLogger("nfd.deviceplugin")
 
@@ -64,6 +68,7 @@ class Manager:
         poll_interval: float = 0.2,
         watch_interval: float = 0.1,
         use_udev: bool = True,
+        metrics: DevicePluginMetrics | None = None,
     ) -> None:
         self.plugin_dir = plugin_dir
         self.cdi_dir = cdi_dir
@@ -72,7 +77,7 @@ class Manager:
         # names hardware that some nodes lack.
         self.states = [s for s in states if s.slots]
         self.health = HealthMonitor(self.states, interval=poll_interval, use_udev=use_udev)
-        self._tracks = [_Track(ResourcePlugin(s, plugin_dir)) for s in self.states]
+        self._tracks = [_Track(ResourcePlugin(s, plugin_dir, metrics=metrics)) for s in self.states]
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._done = threading.Event()

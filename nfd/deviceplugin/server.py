@@ -7,6 +7,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -16,6 +17,9 @@ from nfd.deviceplugin.preferred import preferred_allocation
 from nfd.devices.inventory import AllocationError, DeviceStatus, ResourceState
 from nfd.devices.model import HEALTHY, UNHEALTHY
 from nfd.unixgrpc import SocketServer
+
+if TYPE_CHECKING:
+    from nfd.deviceplugin.metrics import DevicePluginMetrics
 
 log = logging.getLogger("nfd.deviceplugin")
 
@@ -37,9 +41,20 @@ def _device(d: DeviceStatus) -> pb.Device:
 class DevicePluginService(pb_grpc.DevicePluginServicer):
     """The DevicePlugin service of one resource."""
 
-    def __init__(self, state: ResourceState) -> None:
+    def __init__(self, state: ResourceState, metrics: DevicePluginMetrics | None = None) -> None:
         self.state = state
+        self.metrics = metrics
         self._stopped = threading.Event()
+
+    def _count(self, operation: str) -> None:
+        if self.metrics is not None:
+            self.metrics.request(self.state.name, operation)
+
+    def _refuse(self, context: grpc.ServicerContext, operation: str, e: AllocationError) -> None:
+        log.warning("%s refused: %s", operation, e)
+        if self.metrics is not None:
+            self.metrics.error(self.state.name, operation, e.code)
+        context.abort(getattr(grpc.StatusCode, e.code), str(e))
 
     def stop(self) -> None:
         self._stopped.set()
@@ -58,6 +73,7 @@ class DevicePluginService(pb_grpc.DevicePluginServicer):
     def ListAndWatch(
         self, request: pb.Empty, context: grpc.ServicerContext
     ) -> Iterator[pb.ListAndWatchResponse]:
+        self._count("list_and_watch")
         seen = -1
         while not self._stopped.is_set() and not self.state.closed and context.is_active():
             version, devices = self.state.snapshot()
@@ -69,6 +85,7 @@ class DevicePluginService(pb_grpc.DevicePluginServicer):
     def GetPreferredAllocation(
         self, request: pb.PreferredAllocationRequest, context: grpc.ServicerContext
     ) -> pb.PreferredAllocationResponse:
+        self._count("get_preferred_allocation")
         resp = pb.PreferredAllocationResponse()
         for creq in request.container_requests:
             ids = preferred_allocation(
@@ -82,13 +99,15 @@ class DevicePluginService(pb_grpc.DevicePluginServicer):
         return resp
 
     def Allocate(self, request: pb.AllocateRequest, context: grpc.ServicerContext) -> pb.AllocateResponse:
+        self._count("allocate")
         resp = pb.AllocateResponse()
         for creq in request.container_requests:
             try:
                 edits = self.state.allocate(list(creq.devices_ids))
             except AllocationError as e:
-                log.warning("Allocate refused: %s", e)
-                context.abort(getattr(grpc.StatusCode, e.code), str(e))
+                self._refuse(context, "allocate", e)
+            if self.metrics is not None:
+                self.metrics.allocated(self.state.name, len(creq.devices_ids))
             c = resp.container_responses.add()
             c.envs.update(edits.envs)
             for n in edits.devices:
@@ -104,11 +123,11 @@ class DevicePluginService(pb_grpc.DevicePluginServicer):
     def PreStartContainer(
         self, request: pb.PreStartContainerRequest, context: grpc.ServicerContext
     ) -> pb.PreStartContainerResponse:
+        self._count("pre_start_container")
         try:
             self.state.pre_start(list(request.devices_ids))
         except AllocationError as e:
-            log.warning("PreStartContainer refused: %s", e)
-            context.abort(getattr(grpc.StatusCode, e.code), str(e))
+            self._refuse(context, "pre_start_container", e)
         return pb.PreStartContainerResponse()
 
 
@@ -121,8 +140,16 @@ class Outcome(enum.Enum):
 class ResourcePlugin:
     """Serves one resource on ``<plugin_dir>/nfd-<resource>.sock`` and registers it."""
 
-    def __init__(self, state: ResourceState, plugin_dir: str, *, workers: int = 8) -> None:
+    def __init__(
+        self,
+        state: ResourceState,
+        plugin_dir: str,
+        *,
+        workers: int = 8,
+        metrics: DevicePluginMetrics | None = None,
+    ) -> None:
         self.state = state
+        self.metrics = metrics
         self.plugin_dir = plugin_dir
         self.socket = os.path.join(plugin_dir, socket_name(state.name))
         self._service: DevicePluginService | None = None
@@ -133,7 +160,7 @@ class ResourcePlugin:
         return self.state.name
 
     def _add(self, server: grpc.Server) -> None:
-        self._service = DevicePluginService(self.state)
+        self._service = DevicePluginService(self.state, self.metrics)
         pb_grpc.add_DevicePluginServicer_to_server(self._service, server)
 
     def serve(self) -> None:

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from nfd import __version__
-from nfd.master.api import health, nodes, replication, workers
+from nfd.master.api import features, health, nodes, replication, workers
 from nfd.master.bodylimit import BodyLimit
 from nfd.master.forward import LeaderForward
 from nfd.master.runtime import Runtime, build_runtime
@@ -52,6 +52,7 @@ def create_app(settings: MasterSettings | None = None, *, runtime: Runtime | Non
     app.state.page_builds = asyncio.Semaphore(nodes.PAGE_BUILDS)
     _document_worker_endpoints(app)
     app.include_router(nodes.router)
+    app.include_router(features.router)
     app.include_router(health.router)
     app.include_router(replication.router)
     return app

@@ -73,6 +73,16 @@ class _Recording(dict[str, Any]):
     __hash__ = None
 
 
+def recorded(features: Features, reads: set[str]) -> Features:
+    """``features`` whose group maps note in ``reads`` each group looked at (``ALL``
+    for a read of every group): what a decision made from them depends on."""
+    return Features(
+        flags=_Recording(features.flags, reads),
+        attributes=_Recording(features.attributes, reads),
+        instances=_Recording(features.instances, reads),
+    )
+
+
 class Decider:
     """Holds the central configuration (label sources, policy, rules) and turns one
     node's features into a Decision."""
@@ -127,13 +137,8 @@ class Decider:
         """``node_labels``: qualified name -> value that the node's NodeFeature objects
         ask for; they override the built-in labels and rule labels override them."""
         reads: set[str] = set()
-        recorded = Features(
-            flags=_Recording(features.flags, reads),
-            attributes=_Recording(features.attributes, reads),
-            instances=_Recording(features.instances, reads),
-        )
         try:
-            return self._decide(recorded, device_plugin_resources, node_labels)
+            return self._decide(recorded(features, reads), device_plugin_resources, node_labels)
         finally:
             if ALL in reads:
                 self._reads_all = True

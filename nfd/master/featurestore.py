@@ -91,6 +91,10 @@ class FeatureStore:
         """(kind, name, hash) of each group of the feature set."""
         return self._manifests[digest].parts
 
+    def group_json(self, part: str) -> bytes:
+        """One group's canonical JSON (as ``parts`` names it by hash)."""
+        return zlib.decompress(self._parts[part].data)
+
     def __contains__(self, digest: object) -> bool:
         return digest in self._manifests
 

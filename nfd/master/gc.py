@@ -12,6 +12,7 @@ from datetime import UTC
 from typing import Any
 
 from nfd.master.kube import NODES, KubeApi, KubeError
+from nfd.master.metrics import Metrics
 from nfd.master.nodefeatures import NodeFeatureIndex
 from nfd.master.service import MasterService
 from nfd.nodefeature import GROUP, PLURAL, VERSION
@@ -19,6 +20,7 @@ from nfd.nodefeature import GROUP, PLURAL, VERSION
 log = logging.getLogger(__name__)
 
 JOB_ID = "nfd-master-gc"
+KIND = "NodeFeature"  # the ``kind`` label of the gc series
 
 
 @dataclass
@@ -40,6 +42,7 @@ class GarbageCollector:
         interval_s: float,
         page_size: int,
         is_leader: Callable[[], bool],
+        metrics: Metrics | None = None,
     ) -> None:
         self.api = api
         self.service = service
@@ -47,6 +50,7 @@ class GarbageCollector:
         self.interval_s = interval_s
         self.page_size = page_size
         self.is_leader = is_leader
+        self.metrics = metrics
         self.last: GcResult | None = None
         self._sched: Any = None
 
@@ -77,6 +81,8 @@ class GarbageCollector:
                 try:
                     await self.api.delete_custom(GROUP, VERSION, ns, PLURAL, name)
                     out.deleted += 1
+                    if self.metrics is not None:
+                        self.metrics.gc_deleted.labels(kind=KIND).inc()
                     log.info(
                         "garbage collection: deleted NodeFeature %s/%s of gone node %s", ns, name, obj.node
                     )
@@ -84,6 +90,8 @@ class GarbageCollector:
                     if e.status == 404:
                         continue
                     out.failed += 1
+                    if self.metrics is not None:
+                        self.metrics.gc_delete_failures.labels(kind=KIND).inc()
                     log.warning("garbage collection: cannot delete NodeFeature %s/%s: %s", ns, name, e)
         for rec in list(self.service.store):
             if rec.name not in nodes:

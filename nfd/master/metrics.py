@@ -49,6 +49,20 @@ class Metrics:
         self.nodes = Gauge("nfd_master_nodes", "Nodes the master holds features for", registry=r)
         self.queue_depth = Gauge("nfd_master_update_queue_depth", "Nodes waiting to be written", registry=r)
         self.is_leader = Gauge("nfd_master_is_leader", "1 while this instance may write", registry=r)
+        # Upstream's nfd-gc names: our collector runs inside the master, so its series
+        # are served here, by the kind of object (upstream's label values).
+        self.gc_deleted = Counter(
+            "nfd_gc_objects_deleted",
+            "Objects of gone nodes deleted by the garbage collector",
+            ["kind"],
+            registry=r,
+        )
+        self.gc_delete_failures = Counter(
+            "nfd_gc_object_delete_failures",
+            "Deletions by the garbage collector that failed (retried next round)",
+            ["kind"],
+            registry=r,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -290,6 +290,7 @@ def build_runtime(
             index=nodefeatures.index if nodefeatures is not None else None,
             interval_s=settings.nodefeatures.gc_interval_s,
             page_size=settings.kube.list_page_size,
+            metrics=metrics,
             # Only the leader, and only once it knows the cluster's objects.
             is_leader=lambda: (
                 (elector is None or elector.leader) and (nodefeatures is None or nodefeatures.synced)

@@ -73,6 +73,10 @@ class MasterService:
         # Called with a node's name when its (merged) features change or it goes.
         self.feature_listeners: list[Callable[[str], None]] = []
 
+    def node_labels(self, name: str) -> dict[str, str]:
+        """What the node's NodeFeature objects ask for (qualified name -> value)."""
+        return dict(self._node_labels.get(name) or {})
+
     # -- decisions --------------------------------------------------------------------
     def _projection(self, parts: Iterable[tuple[str, str, str]]) -> str:
         """A key over the feature groups that can change this node's decision."""

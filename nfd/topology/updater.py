@@ -43,12 +43,14 @@ class Updater:
         is_exclusive: IsExclusive | None = None,
         node_uid: Callable[[], str | None] = lambda: None,
         requested: Callable[[], Mapping[str, int]] | None = None,
+        on_scan_error: Callable[[], None] = lambda: None,
     ) -> None:
         self.settings = settings
         self.publish = publish
         self.is_exclusive = is_exclusive
         self.requested = requested  # what the running pods request; None: pods not known
         self.node_uid = node_uid
+        self.on_scan_error = on_scan_error  # a pass that could not read kubelet's allocation
         self.podresources = PodResources(settings.socket)
         self._uid: str | None = None
         self._said: set[str] = set()  # warnings already logged (each once while it lasts)
@@ -106,8 +108,13 @@ class Updater:
     def run_once(self) -> bool:
         """One pass; True when it wrote."""
         self.passes += 1
-        obj = self.compute()
+        try:
+            obj = self.compute()
+        except Exception:
+            self.on_scan_error()
+            raise
         if obj is None:
+            self.on_scan_error()
             return False
         self.last = obj
         try:

@@ -64,6 +64,9 @@ class WorkerMetrics:
 
 
 class Exposition(Protocol):
+    """Metrics in Prometheus' text format: the worker's, the topology updater's, the
+    device plugin's (each serves them with this server)."""
+
     def exposition(self) -> bytes: ...
 
 

@@ -14,6 +14,7 @@ from fixtures import FixtureHost
 from kubelet_standin import KubeletStandIn, short_tmpdir
 
 from nfd.deviceplugin.manager import Manager
+from nfd.deviceplugin.metrics import DevicePluginMetrics
 from nfd.devices.config import parse_config
 from nfd.devices.inventory import build_states
 from nfd.devices.kinds import KindRegistry
@@ -53,6 +54,7 @@ def start_plugin(fx: FixtureHost, plugin_dir: Path, tmp_path: Path) -> Iterator[
         kinds: KindRegistry | None = None,
         host: HostRoot | None = None,
         features: Features | None = None,
+        metrics: DevicePluginMetrics | None = None,
     ) -> Manager:
         cfg = parse_config(config, kinds)
         states, warnings = build_states(
@@ -69,6 +71,7 @@ def start_plugin(fx: FixtureHost, plugin_dir: Path, tmp_path: Path) -> Iterator[
             poll_interval=0.05,
             watch_interval=0.02,
             use_udev=False,
+            metrics=metrics,
         )
         m.start()
         managers.append(m)

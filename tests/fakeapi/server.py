@@ -50,13 +50,17 @@ MAX_JSON_PATCH_OPS = 10000
 _REVIEWS = {
     "tokenreviews": "tokenreviews.authentication.k8s.io",
     "subjectaccessreviews": "subjectaccessreviews.authorization.k8s.io",
+    "proxy": "services",  # services/{name}/proxy/...: the service proxy
 }
+# What the service proxy never passes on: the caller's credential (the API server drops
+# Authorization once it has authenticated the request) and impersonation.
+_PROXY_DROPS = ("authorization", "impersonate-", "host", "content-length", "connection")
 # Paths anyone may read (the system:public-info-viewer role).
 _PUBLIC = frozenset({"version", "healthz", "readyz", "livez"})
 
 
 class _Route:
-    __slots__ = ("name", "namespace", "rt", "special", "subresource", "verb")
+    __slots__ = ("name", "namespace", "rt", "special", "subresource", "tail", "verb")
 
     def __init__(self) -> None:
         self.verb = ""
@@ -65,6 +69,7 @@ class _Route:
         self.name = ""
         self.subresource = ""
         self.special = ""  # non-resource endpoints and tokenreviews
+        self.tail = ""  # the service proxy: the path after .../proxy
 
     @property
     def resource(self) -> str:
@@ -96,6 +101,15 @@ def _route(method: str, path: str, query: dict[str, list[str]]) -> _Route:
         return r
     if len(rest) >= 3 and rest[0] == "namespaces":
         r.namespace, rest = rest[1], rest[2:]
+    if group == "" and len(rest) >= 3 and rest[0] == "services" and rest[2] == "proxy" and r.namespace:
+        r.special, r.name, r.subresource = "proxy", rest[1], "proxy"
+        r.tail = "/" + "/".join(rest[3:])
+        r.verb = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(
+            method, ""
+        )
+        if not r.verb:
+            raise method_not_allowed()
+        return r
     if not rest or len(rest) > 3:
         raise _no_such_path()
     rt = BY_PATH.get((group, version, rest[0]))
@@ -374,6 +388,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._token_review(body)
         if route.special == "subjectaccessreviews":
             return 201, fake.authz.review(self._json_object(body)), None
+        if route.special == "proxy":
+            return self._proxy(route, method, query, body)
         rt = route.rt
         assert rt is not None
         store = fake.store
@@ -422,6 +438,39 @@ class _Handler(BaseHTTPRequestHandler):
                     pass  # deleted meanwhile
             return 200, self._list_body(rt, [s.item_raw for s in items], store.resource_version, ""), None
         raise method_not_allowed()
+
+    def _proxy(
+        self, route: _Route, method: str, query: dict[str, list[str]], body: bytes
+    ) -> tuple[int, bytes, dict[str, str] | None]:
+        """The service proxy: the request to the backend ``service_backends`` names for
+        ``[scheme:]name[:port]``, as the API server sends it (an https backend's
+        certificate is not verified; the caller's Authorization is not passed on)."""
+        import http.client
+        import ssl
+        from urllib.parse import urlencode
+
+        backend = self.server.fake.service_backends.get((route.namespace, route.name))
+        if backend is None:
+            raise ApiError(503, f'no endpoints available for service "{route.name}"')
+        scheme, host, port = backend
+        conn: http.client.HTTPConnection
+        if scheme == "https":
+            conn = http.client.HTTPSConnection(
+                host, port, timeout=30, context=ssl._create_unverified_context()
+            )
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=30)
+        headers = {k: v for k, v in self.headers.items() if not k.lower().startswith(_PROXY_DROPS)}
+        target = route.tail + ("?" + urlencode(query, doseq=True) if query else "")
+        try:
+            conn.request(method, target, body=body or None, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+        except OSError as e:
+            raise ApiError(503, f"error trying to reach service: {e}") from None
+        finally:
+            conn.close()
+        return resp.status, data, None
 
     @staticmethod
     def _json_object(body: bytes) -> dict[str, Any]:
@@ -689,6 +738,9 @@ class ServerCore:
         self.require_auth = False
         # When True, RBAC (``authz``) decides every authenticated request (403 otherwise).
         self.enforce_rbac = False
+        # The service proxy's backends: (namespace, "[scheme:]name[:port]" as the URL
+        # names it) -> (scheme, host, port).
+        self.service_backends: dict[tuple[str, str], tuple[str, str, int]] = {}
         self._host, self._port = host, port
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None

@@ -76,3 +76,54 @@ async def test_only_the_leader_collects(fake_api):
         assert not fake_api.objects.exists("nodefeatures", "orphan", "gpu")
     finally:
         kube.close()
+
+
+async def test_gc_counts_deletions_and_failures_by_kind(fake_api):
+    """Upstream nfd-gc's two series, served with the master's metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from nfd.master.gc import GarbageCollector
+    from nfd.master.kube import KubeApi
+    from nfd.master.metrics import Metrics
+    from nfd.master.nodefeatures import NodeFeatureIndex
+    from nfd.master.settings import KubeSettings
+    from nfd.nodefeature import parse
+
+    idx = NodeFeatureIndex()
+    for name in ("gone-a", "gone-b", "stuck"):
+        fake_api.objects.create("nodefeatures", nf(name, name, "gpu"), "gpu")
+        idx.put(parse(fake_api.objects.get("nodefeatures", name, "gpu")))
+    fake_api.faults.fail(500, verb="delete", resource=RES, path="/stuck$")
+    kube = KubeApi(fake_api.api_client(), KubeSettings())
+    metrics = Metrics()
+
+    class NoService:
+        store: tuple[Any, ...] = ()
+
+    def samples() -> dict[str, float]:
+        return {
+            f"{s.name}{{{s.labels.get('kind', '')}}}": s.value
+            for fam in text_string_to_metric_families(metrics.render().decode())
+            if fam.name.startswith("nfd_gc_")
+            for s in fam.samples
+            if s.name.endswith("_total")
+        }
+
+    try:
+        gc = GarbageCollector(
+            api=kube,
+            service=NoService(),  # type: ignore[arg-type]
+            index=idx,
+            interval_s=3600,
+            page_size=10,
+            is_leader=lambda: True,
+            metrics=metrics,
+        )
+        r = await gc.collect()
+        assert (r.deleted, r.failed) == (2, 1)
+        assert samples() == {
+            "nfd_gc_objects_deleted_total{NodeFeature}": 2.0,
+            "nfd_gc_object_delete_failures_total{NodeFeature}": 1.0,
+        }
+    finally:
+        kube.close()

@@ -15,7 +15,7 @@ from .kubehelpers import kube_master
 PROM = "system:serviceaccount:monitoring:prometheus"
 TOKEN_REVIEWS = "tokenreviews.authentication.k8s.io"
 SARS = "subjectaccessreviews.authorization.k8s.io"
-READS = ["/api/v1/nodes", "/api/v1/nodes/n1", "/metrics"]
+READS = ["/api/v1/nodes", "/api/v1/nodes/n1", "/api/v1/features", "/metrics"]
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -72,6 +72,7 @@ def check_reads_follow_rbac(m, fake_api):
     view = m.client.get("/api/v1/nodes/n1", headers=bearer(reader))
     assert view.status_code == 200 and view.json()["node"] == "n1"
     assert m.client.get("/api/v1/nodes", headers=bearer(reader)).status_code == 403
+    assert m.client.get("/api/v1/features", headers=bearer(reader)).status_code == 403
     # RBAC by group: the token's groups go into the review
     fake_api.tokens.add("ops-token", TokenUser("alice", groups=("node-readers", "system:authenticated")))
     items = m.client.get("/api/v1/nodes", headers=bearer("ops-token")).json()["items"]
@@ -105,3 +106,15 @@ def test_api_server_down_is_503_for_reads(authed, fake_api):
     # not cached: the next read asks again
     fake_api.faults.clear()
     assert m.client.get("/metrics", headers=bearer(fake_api.admin_token())).status_code == 200
+
+
+def test_the_token_may_come_in_x_nfd_authorization(authed, fake_api):
+    """Through the API server's service proxy, which drops Authorization, kubectl nfd
+    sends the reader's token in X-Nfd-Authorization: reviewed the same way."""
+    m, _ = authed
+    fake_api.tokens.add("ops-token", TokenUser("alice", groups=("node-readers", "system:authenticated")))
+    fake_api.authz.grant(group="node-readers", verbs=["get", "list"], resources=["nodes"])
+    r = m.client.get("/api/v1/features", headers={"X-Nfd-Authorization": "Bearer ops-token"})
+    assert r.status_code == 200 and [i["node"] for i in r.json()["items"]] == ["n1"]
+    r = m.client.get("/api/v1/nodes/n1", headers={"X-Nfd-Authorization": "Bearer forged"})
+    assert r.status_code == 401

@@ -31,12 +31,17 @@ def _reader(access: Access) -> params.Depends:
     """A route dependency: the caller may ``access`` (no check with --no-auth)."""
 
     async def check(
-        rt: RuntimeDep, authorization: Annotated[str | None, Header(include_in_schema=False)] = None
+        rt: RuntimeDep,
+        authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+        x_nfd_authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
     ) -> None:
         if rt.readers is None:
             return
         try:
-            await rt.readers.check(authorization, access)
+            # The API server's service proxy drops Authorization once it has
+            # authenticated the caller: a reader reaching the master through it (kubectl
+            # nfd) sends its token in X-Nfd-Authorization, reviewed the same way.
+            await rt.readers.check(authorization or x_nfd_authorization, access)
         except AuthError as e:
             raise _http_error(e) from None
 

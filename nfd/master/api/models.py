@@ -105,6 +105,9 @@ class NodeStatus(NodeResponse):
     nfdVersion: str = ""
     devicePluginResources: list[str] = []
     published: datetime | None = Field(default=None, description="when the Node was last seen to match")
+    lastSeen: datetime | None = Field(
+        default=None, description="the worker's last request (features or heartbeat) to this replica"
+    )
     inSync: bool = False
     lastError: str = ""
     ruleErrors: list[str] = []

@@ -33,14 +33,14 @@ def encode_continue(last: str) -> str:
     return last.encode().hex()
 
 
-_READ_ERRORS: dict[int | str, dict[str, object]] = {
+READ_ERRORS: dict[int | str, dict[str, object]] = {
     401: {"model": Problem, "description": "no token, or the token is not valid"},
     403: {"model": Problem, "description": "the token's user may not read nodes (RBAC: get/list nodes)"},
     503: {"model": Problem, "description": "cannot check the token now"},
 }
 
 
-@router.get("", response_model=NodeList, dependencies=[ReadsNodeList], responses=_READ_ERRORS)
+@router.get("", response_model=NodeList, dependencies=[ReadsNodeList], responses=READ_ERRORS)
 async def list_nodes(
     request: Request,
     rt: RuntimeDep,
@@ -83,7 +83,7 @@ async def list_nodes(
     "/{node}",
     response_model=NodeStatus,
     dependencies=[ReadsNode],
-    responses={**_READ_ERRORS, 404: {"model": Problem, "description": "no features for it"}},
+    responses={**READ_ERRORS, 404: {"model": Problem, "description": "no features for it"}},
 )
 async def get_node(node: NodeName, rt: RuntimeDep) -> Response:
     """What the master applies to one node, what it rejected and why, and when."""

@@ -4,6 +4,8 @@ answers are built often; a pydantic round trip per answer costs more than the wo
 from __future__ import annotations
 
 import json
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from nfd.master.state import NodeRecord
@@ -46,6 +48,13 @@ def response_json(rec: NodeRecord) -> bytes:
     ).encode()
 
 
+def _wall(monotonic: float) -> datetime | None:
+    """A monotonic instant as wall-clock time (None for 0: never)."""
+    if not monotonic:
+        return None
+    return (datetime.now(UTC) - timedelta(seconds=time.monotonic() - monotonic)).replace(microsecond=0)
+
+
 def status_json(rec: NodeRecord) -> bytes:
     """The GET answer (NodeStatus): the PUT answer and the publishing state, built on
     ``response_json`` (a page of nodes costs a few string joins per node)."""
@@ -53,6 +62,7 @@ def status_json(rec: NodeRecord) -> bytes:
         "nfdVersion": rec.nfd_version,
         "devicePluginResources": sorted(rec.device_plugin_resources),
         "published": _ts(rec.published),
+        "lastSeen": _ts(_wall(rec.last_seen)),
         "inSync": rec.published is not None and rec.published >= rec.updated and not rec.last_error,
         "lastError": rec.last_error,
         "ruleErrors": list(rec.decision.rule_errors),

@@ -1,0 +1,209 @@
+"""Reaching the cluster and the master's read API as the caller.
+
+The master's reads need a bearer token the API server can review. By default they go
+through the API server's service proxy
+(``/api/v1/namespaces/NS/services/https:nfd-master:8080/proxy/...``) with the caller's
+kubeconfig credentials: the API server checks that the caller may proxy to the Service,
+then drops the caller's Authorization header before passing the request on, so the
+token travels again in ``X-Nfd-Authorization``, which the master reviews the same way.
+``--master-url`` talks to the master directly instead (after ``kubectl port-forward``,
+or from inside the cluster), verifying its certificate against ``--master-ca`` or the
+``nfd-master-ca`` ConfigMap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import ssl
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+DEFAULT_NAMESPACE = "node-feature-discovery"
+SERVICE = "https:nfd-master:8080"
+CA_CONFIGMAP = "nfd-master-ca"
+LEASE = "nfd-master.nfd.kubernetes.io"
+TIMEOUT_S = 30.0
+
+
+class AccessError(Exception):
+    """The cluster or the master cannot be read; ``status`` is the HTTP status if any."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from nfd.commands._common import add_kubeconfig_argument
+
+    add_kubeconfig_argument(p)
+    p.add_argument(
+        "-n", "--namespace", default=DEFAULT_NAMESPACE, metavar="NS",
+        help=f"where nfd's master runs (default {DEFAULT_NAMESPACE})",
+    )  # fmt: skip
+    p.add_argument(
+        "--master-url", metavar="URL",
+        help="the master's address, e.g. https://localhost:8080 after kubectl port-forward "
+        "(default: through the API server's service proxy)",
+    )  # fmt: skip
+    p.add_argument(
+        "--master-ca", metavar="FILE",
+        help=f"with --master-url: the CA to verify it against (default: the {CA_CONFIGMAP} ConfigMap)",
+    )  # fmt: skip
+    p.add_argument(
+        "--token", metavar="TOKEN",
+        help="bearer token for the master's reads (default: the kubeconfig's, if it has one; "
+        "e.g. $(kubectl create token SA -n NS) when it holds a client certificate)",
+    )  # fmt: skip
+
+
+@dataclass
+class Cluster:
+    """The caller's API client (kubernetes' ApiClient) and where nfd runs."""
+
+    api_client: Any
+    namespace: str
+    master_url: str | None = None
+    master_ca: str | None = None
+    token: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Cluster:
+        from nfd.cli import CliError
+        from nfd.master.kube import NoClusterError, load_api_client
+
+        if args.kubeconfig and not Path(args.kubeconfig).is_file():
+            raise CliError(f"--kubeconfig {args.kubeconfig}: no such file")
+        if args.master_ca and not args.master_url:
+            raise CliError("--master-ca goes with --master-url")
+        try:
+            client = load_api_client(Path(args.kubeconfig) if args.kubeconfig else None, 8)
+        except (NoClusterError, ValueError) as e:
+            raise CliError(str(e)) from None
+        return cls(client, args.namespace, args.master_url, args.master_ca, args.token)
+
+    def close(self) -> None:
+        self.api_client.close()
+
+    # -- the API server ---------------------------------------------------------------
+    def get(
+        self, path: str, query: dict[str, str] | None = None, headers: dict[str, str] | None = None
+    ) -> Any:
+        """GET ``path`` from the API server as the caller; the JSON answer."""
+        ac = self.api_client
+        method, url, hdrs, _, _ = ac.param_serialize(
+            method="GET",
+            resource_path=path,
+            query_params=list((query or {}).items()),
+            header_params={"Accept": "application/json", **(headers or {})},
+            auth_settings=["BearerToken"],
+        )
+        try:
+            resp = ac.call_api(method, url, header_params=hdrs, _request_timeout=TIMEOUT_S)
+            data = resp.read()
+        except Exception as e:  # urllib3's connection errors, TLS errors ...
+            raise AccessError(f"cannot reach the API server: {type(e).__name__}: {e}") from None
+        if not 200 <= resp.status <= 299:
+            raise AccessError(_reason(data, resp.status), resp.status)
+        return json.loads(data)
+
+    def pages(self, path: str, query: dict[str, str] | None = None, limit: int = 500) -> Any:
+        """Every item of a paginated list, a page at a time (the API server's paging)."""
+        cont = ""
+        while True:
+            page = self.get(
+                path, {**(query or {}), "limit": str(limit), **({"continue": cont} if cont else {})}
+            )
+            yield from page.get("items") or []
+            cont = (page.get("metadata") or {}).get("continue") or ""
+            if not cont:
+                return
+
+    def leader(self) -> str:
+        """The master replica holding the lease ("" when none is known)."""
+        try:
+            lease = self.get(
+                f"/apis/coordination.k8s.io/v1/namespaces/{quote(self.namespace)}/leases/{LEASE}"
+            )
+        except AccessError:
+            return ""
+        return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+    # -- the master -------------------------------------------------------------------
+    def _master_token(self) -> str:
+        if self.token:
+            return self.token
+        # What the client itself would send (refreshed for exec plugins and token files).
+        auth = (self.api_client.configuration.auth_settings().get("BearerToken") or {}).get("value") or ""
+        return str(auth).removeprefix("Bearer ").strip()
+
+    def master(self, path: str, query: dict[str, str] | None = None) -> Any:
+        """GET ``path`` from the master's read API; the JSON answer. AccessError names
+        what to do when there is no token or the master refuses or cannot be reached."""
+        token = self._master_token()
+        if not token:
+            raise AccessError(
+                "the master's reads need a bearer token and the kubeconfig has none "
+                "(pass --token, e.g. $(kubectl create token SA -n NS) for an account that may list nodes)",
+                401,
+            )
+        if self.master_url is None:
+            proxy = f"/api/v1/namespaces/{quote(self.namespace)}/services/{SERVICE}/proxy{path}"
+            try:
+                return self.get(proxy, query, {"X-Nfd-Authorization": f"Bearer {token}"})
+            except AccessError as e:
+                raise AccessError(f"the master (through the service proxy): {e}", e.status) from None
+        return self._direct(path, query, token)
+
+    def master_pages(self, path: str, limit: int = 500) -> Any:
+        """Every page of a paginated list of the master's (``metadata.continue``)."""
+        cont = ""
+        while True:
+            page = self.master(path, {"limit": str(limit), **({"continue": cont} if cont else {})})
+            yield page
+            cont = (page.get("metadata") or {}).get("continue") or ""
+            if not cont:
+                return
+
+    def _direct(self, path: str, query: dict[str, str] | None, token: str) -> Any:
+        url = self.master_url.rstrip("/") + path + ("?" + urlencode(query) if query else "")  # type: ignore[union-attr]
+        req = urllib.request.Request(
+            url, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        )
+        ctx = None
+        if url.startswith("https:"):
+            ctx = ssl.create_default_context(cafile=self.master_ca) if self.master_ca else self._cluster_ca()
+        try:
+            with urllib.request.urlopen(req, timeout=TIMEOUT_S, context=ctx) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            raise AccessError(f"the master: {_reason(e.read(), e.code)}", e.code) from None
+        except (OSError, ValueError) as e:
+            raise AccessError(f"cannot reach the master at {self.master_url}: {e}") from None
+
+    def _cluster_ca(self) -> ssl.SSLContext:
+        cm = self.get(f"/api/v1/namespaces/{quote(self.namespace)}/configmaps/{CA_CONFIGMAP}")
+        pem = (cm.get("data") or {}).get("ca.crt") or ""
+        if not pem:
+            raise AccessError(f"ConfigMap {self.namespace}/{CA_CONFIGMAP} has no ca.crt")
+        ctx = ssl.create_default_context(cadata=pem)
+        return ctx
+
+
+def _reason(data: bytes, status: int) -> str:
+    """One line from an error answer: a Status' message, the master's detail, or the status."""
+    try:
+        body = json.loads(data)
+    except ValueError:
+        text = data.decode("utf-8", "replace").strip().splitlines()
+        return f"HTTP {status}" + (f": {text[0][:200]}" if text else "")
+    if isinstance(body, dict):
+        msg = body.get("message") or body.get("detail")
+        if isinstance(msg, str):
+            return f"HTTP {status}: {msg}"
+    return f"HTTP {status}"
