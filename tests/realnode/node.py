@@ -320,6 +320,19 @@ def container_memory(node: RealNode) -> dict[str, dict[str, float]]:
     return out
 
 
+def memory_fits(node: RealNode, key: str) -> None:
+    """Records every nfd container's memory, and asserts each uses no more than its
+    request: a request below what a container uses overcommits the node."""
+    mem = container_memory(node)
+    node.figure(key, mem)
+    over = {
+        k: v
+        for k, v in mem.items()
+        if v["request_mib"] and max(v["rss_mib"], v.get("working_set_mib", 0)) > v["request_mib"]
+    }
+    assert not over, f"containers using more than their memory request: {over}"
+
+
 def _mib(quantity: str | None) -> float:
     if not quantity:
         return 0.0

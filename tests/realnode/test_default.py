@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from realnode.node import FEATURE_NS, NAMESPACE, NFD_NS, NodeError, RealNode, discover_labels
+from realnode.node import FEATURE_NS, NAMESPACE, NFD_NS, NodeError, RealNode, discover_labels, memory_fits
 from realnode.rules import rule_manifest
 
 # The operator's overlay: taints on (a rule's taint must reach the node), nothing else.
@@ -57,6 +57,7 @@ def test_labels_on_the_node_are_what_discover_prints_on_the_host(
     recorded = real_node.node()["metadata"]["annotations"][f"{NFD_NS}/feature-labels"]
     assert set(recorded.split(",")) == {k.removeprefix(FEATURE_NS + "/") for k in want}
     real_node.figure("default.labels", len(got))
+    memory_fits(real_node, "default.memory")
 
 
 def test_reads_without_a_token_are_refused(real_node: RealNode, installed: Path) -> None:

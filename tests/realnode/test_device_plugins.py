@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from realnode.node import RealNode, config_map_patch, container_memory, pod_manifest, pod_output
+from realnode.node import RealNode, config_map_patch, memory_fits, pod_manifest, pod_output
 
 LOOP = "example.com/loop"
 VIRTIO = "example.com/virtio"
@@ -74,8 +74,7 @@ def test_a_pod_gets_exactly_the_devices_it_asked_for(real_node: RealNode, instal
     assert len(loops) == 2, f"the pod's /dev has {loops}"
     pci = [v for k, v in out["env"].items() if k.startswith("PCIDEVICE_EXAMPLE_COM_VIRTIO")]
     assert len(pci) == 1 and len(pci[0].split(",")) == 1, f"virtio env: {pci}"
-    mem = container_memory(real_node)
-    real_node.figure("device-plugins.memory", mem)
+    memory_fits(real_node, "device-plugins.memory")
 
 
 class Stream:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from realnode.node import RealNode, config_map_patch, container_memory, pod_manifest, pod_output
+from realnode.node import RealNode, config_map_patch, memory_fits, pod_manifest, pod_output
 
 DRIVER = "nfd.node.kubernetes.io"
 # Not the device-plugins module's name: the kubelet keeps a device plugin's resource names in
@@ -130,8 +130,7 @@ def test_an_extended_resource_pod_is_served_through_dra(real_node: RealNode, ins
     out = pod_output(real_node, "dra-extended")
     real_node.figure("dra.extended_resource_pod_to_running_s", time.monotonic() - started)
     assert len(loops(out)) == 1, f"the pod's /dev: {loops(out)}"
-    mem = container_memory(real_node)
-    real_node.figure("dra.memory", mem)
+    memory_fits(real_node, "dra.memory")
 
 
 @pytest.mark.parametrize("attempt", range(3))

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from realnode.node import FEATURE_NS, NAMESPACE, RealNode, pod_manifest, pod_output
+from realnode.node import FEATURE_NS, NAMESPACE, RealNode, memory_fits, pod_manifest, pod_output
 
 # The ServiceMonitor kind, as the Prometheus operator's CRD defines it (schema left open):
 # without the operator the prometheus overlay's ServiceMonitors have nowhere to go.
@@ -89,6 +89,7 @@ def test_topology_updater_overlay_publishes_a_topology_the_node_agrees_with(real
             what="the pod's request in available",
         )
         real_node.figure("topology-updater.cpu", cpu)
+        memory_fits(real_node, "topology-updater.memory")
     finally:
         real_node.kubectl(
             "delete", "pod", "-n", "default", "nrt-request", "--ignore-not-found", "--wait=true"
