@@ -124,6 +124,12 @@ class ResourceState:
         with self._cond:
             return list(self._reason)
 
+    def found(self) -> list[tuple[str, FoundDevice]]:
+        """(physical ID, device as the kind last saw it, without the resource's edits):
+        what a new state over some of these devices starts from."""
+        with self._cond:
+            return list(zip(self.physical_ids, self._base, strict=True))
+
     # -- health ------------------------------------------------------------------------
     def _check(
         self, base: FoundDevice, eff: FoundDevice
