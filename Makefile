@@ -50,8 +50,10 @@ realnode: install
 	$(REALCLUSTER)/load-image --tar .image/nfd.tar
 	NFD_REALNODE=1 NFD_REALNODE_REQUIRED=1 NFD_REALCLUSTER_DIR=$(REALCLUSTER) \
 	  NFD_REALNODE_KUBECONFIG=$(REAL_KUBECONFIG) $(BIN)/pytest -q --durations=10 tests/realnode
+	kubectl --kubeconfig=$(REAL_KUBECONFIG) apply -f deploy/base/crd/  # the e2e tests' NodeFeature objects
 	NFD_E2E_REAL_CLUSTER=1 NFD_E2E_REQUIRED=1 NFD_E2E_KUBECONFIG=$(REAL_KUBECONFIG) \
-	  $(BIN)/pytest -q --durations=5 tests/e2e
+	  $(BIN)/pytest -q --durations=5 tests/e2e; rc=$$?; \
+	  kubectl --kubeconfig=$(REAL_KUBECONFIG) delete --ignore-not-found -f deploy/base/crd/; exit $$rc
 
 # Re-pins requirements-image.txt: nfd alone, installed into a clean environment.
 image-lock: $(BIN)/python

@@ -11,7 +11,12 @@ from typing import Any
 
 from nfd.devices.health import HealthMonitor
 from nfd.devices.inventory import ResourceState, close_states
+<<<<<<< HEAD
 from nfd.dra.slices import DraInventory, TaintPolicy
+=======
+from nfd.devices.model import FoundDevice
+from nfd.dra.slices import DraInventory
+>>>>>>> wt-gcdra
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 
@@ -113,49 +118,114 @@ Rediscover = Callable[[], tuple[Sequence[ResourceState], Features, HostRoot]]
 class Rediscovery(_Loop):
     """Runs discovery again every ``interval`` seconds; when the set of devices differs
     (a device plugged in, one removed for good), the inventory serves the new set. A
-    resource whose devices are unchanged keeps its state (and its health history)."""
+    resource whose devices are unchanged keeps its state (and its health history).
+
+    A device a pass no longer finds (its node missing at that moment) leaves the pool,
+    but is still watched: every ``watch_interval`` seconds its health is checked as a
+    served device's is, and once it is healthy again a pass runs at once, so its return
+    is published without waiting for the next scheduled pass. It is watched until a pass
+    finds it again."""
 
     thread_name = "nfd-dra-rediscover"
 
     def __init__(
-        self, inventory: DraInventory, health: HealthMonitor, discover: Rediscover, *, interval: float
+        self,
+        inventory: DraInventory,
+        health: HealthMonitor,
+        discover: Rediscover,
+        *,
+        interval: float,
+        watch_interval: float = 0.2,
     ) -> None:
         self.inventory = inventory
         self.health = health
         self.discover = discover
         self.interval = interval
+        self.watch_interval = watch_interval
+        # Resource name -> a state over its devices that passes no longer find.
+        self.departed: dict[str, ResourceState] = {}
+        self._pass = threading.Lock()  # one pass at a time (the loop's, or a caller's)
         super().__init__()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        next_pass = time.monotonic() + self.interval
+        while not self._stop.wait(min(self.watch_interval, max(0.0, next_pass - time.monotonic()))):
+            back = self._returned()
+            if not back and time.monotonic() < next_pass:
+                continue
+            if back:
+                log.info("rediscovery: %s back; looking for devices now", ", ".join(back))
             try:
                 self.once()
             except Exception as e:  # a failed discovery keeps the current view
                 log.error("rediscovery: %s: %s", type(e).__name__, e)
+            next_pass = time.monotonic() + self.interval
+
+    def _returned(self) -> list[str]:
+        """Departed devices that turned healthy since the last look."""
+        with self._pass:
+            departed = list(self.departed.values())
+        back: list[str] = []
+        for s in departed:
+            before = s.reasons()
+            try:
+                s.refresh()
+            except Exception as e:  # cannot tell: not back; a served device's check says more
+                log.debug("rediscovery: %s: watching departed devices: %s: %s", s.name, type(e).__name__, e)
+                continue
+            back += [
+                f"{s.name} {pid}"
+                for pid, was, now in zip(s.physical_ids, before, s.reasons(), strict=True)
+                if was is not None and now is None
+            ]
+        return back
+
+    def stop(self) -> None:
+        super().stop()
+        with self._pass:
+            for s in self.departed.values():
+                s.close()
+            self.departed = {}
 
     def once(self) -> bool:
         """One round; True when the served set changed."""
-        states, features, host = self.discover()
-        have = {s.name: s for s in self.inventory.states}
-        keep: list[ResourceState] = []
-        unused: list[ResourceState] = []
-        for s in states:
-            old = have.get(s.name)
-            if old is not None and old.physical_ids == s.physical_ids:
-                keep.append(old)
-                unused.append(s)
-            else:
-                keep.append(s)
-        if {(s.name, p) for s in keep for p in s.physical_ids} == self.inventory.devices_of():
+        with self._pass:
+            states, features, host = self.discover()
+            have = {s.name: s for s in self.inventory.states}
+            keep: list[ResourceState] = []
+            unused: list[ResourceState] = []
             for s in states:
+                old = have.get(s.name)
+                if old is not None and old.physical_ids == s.physical_ids:
+                    keep.append(old)
+                    unused.append(s)
+                else:
+                    keep.append(s)
+            if {(s.name, p) for s in keep for p in s.physical_ids} == self.inventory.devices_of():
+                for s in states:
+                    s.close()
+                return False
+            log.info("rediscovery: the node's devices changed; publishing the new set")
+            departed = self._departed(keep)
+            gone = self.inventory.replace(keep, features=features, host=host)
+            self.health.states = list(keep)
+            for s in [*gone, *unused, *self.departed.values()]:
                 s.close()
-            return False
-        log.info("rediscovery: the node's devices changed; publishing the new set")
-        gone = self.inventory.replace(keep, features=features, host=host)
-        self.health.states = list(keep)
-        for s in [*gone, *unused]:
-            s.close()
-        return True
+            self.departed = departed
+            return True
+
+    def _departed(self, keep: Sequence[ResourceState]) -> dict[str, ResourceState]:
+        """Per resource, a new state over the devices served or watched until now that
+        ``keep`` does not have."""
+        found = {(s.name, pid) for s in keep for pid in s.physical_ids}
+        lost: dict[str, tuple[ResourceState, dict[str, FoundDevice]]] = {}
+        for s in [*self.inventory.states, *self.departed.values()]:
+            for pid, d in s.found():
+                if (s.name, pid) not in found:
+                    lost.setdefault(s.name, (s, {}))[1].setdefault(pid, d)
+        return {
+            name: ResourceState(s.res, list(devices.values()), s.host) for name, (s, devices) in lost.items()
+        }
 
 
 class DraDriver:
@@ -220,7 +290,9 @@ class DraDriver:
             metrics=self.dra_metrics,
         )
         self.rediscovery = (
-            Rediscovery(inventory, self.health, rediscover, interval=rediscover_interval)
+            Rediscovery(
+                inventory, self.health, rediscover, interval=rediscover_interval, watch_interval=poll_interval
+            )
             if rediscover is not None and rediscover_interval > 0
             else None
         )

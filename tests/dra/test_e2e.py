@@ -158,6 +158,29 @@ def test_a_device_plugged_in_later_is_published(
     assert wait_for(lambda: published(fake_api)["fpga-0000-d8-00-0"].get("taints"), timeout=1.0)
 
 
+def test_a_device_back_after_a_pass_without_it_is_published_before_the_next_pass(
+    start_driver: Callable[..., DraDriver], fx: FixtureHost, fake_api: FakeApiServer
+) -> None:
+    # Passes only when the test runs one: without the watch on departed devices, the
+    # device would come back an hour later.
+    driver = start_driver(rediscover_interval=3600)
+    assert driver.rediscovery is not None
+    assert wait_for(lambda: "tty-ttys1" in published(fake_api))
+    node = fx.root / "dev/ttyS1"
+    node.rename(node.with_name("away"))
+    assert driver.rediscovery.once()  # a pass while the node is missing: the device is gone
+    assert "tty-ttys1" not in driver.inventory.by_name
+    assert wait_for(lambda: "tty-ttys1" not in published(fake_api))
+    node.with_name("away").rename(node)
+    assert wait_for(lambda: "tty-ttys1" in published(fake_api), timeout=10.0)
+    assert "tty-ttys1" in driver.inventory.by_name
+    # Watched until found again, not after: a second departure is watched afresh.
+    node.rename(node.with_name("away"))
+    assert driver.rediscovery.once()
+    node.with_name("away").rename(node)
+    assert wait_for(lambda: "tty-ttys1" in published(fake_api), timeout=10.0)
+
+
 def test_failed_writes_and_an_unreachable_api_server_are_retried(
     start_driver: Callable[..., DraDriver], fake_api: FakeApiServer, caplog: pytest.LogCaptureFixture
 ) -> None:

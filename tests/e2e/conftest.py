@@ -69,6 +69,7 @@ class E2ECluster:
     prefix: str  # every Node a test makes is named with it
     run_id: str
     _made: list[str] = field(default_factory=list)
+    _pods: list[tuple[str, str]] = field(default_factory=list)  # (namespace, name)
 
     @property
     def real(self) -> bool:
@@ -96,6 +97,51 @@ class E2ECluster:
         )
         return name
 
+    def owner_ref(self, node: str) -> dict[str, str]:
+        """An ownerReference to a Node, with its uid as the API server gave it: an object
+        owned so lives as long as the Node (a made-up uid would have it garbage collected
+        at once), and goes with it when the test's Nodes are deleted."""
+        uid = self.core_v1().read_node(node).metadata.uid
+        return {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}
+
+    def make_pod(self, namespace: str, name: str, *, node: str) -> dict[str, str]:
+        """Create a Pod bound to ``node`` (one of the test's Nodes, so no kubelet ever
+        runs it) and owned by it; it is deleted after the test. Returns its
+        ownerReference, real uid and all, for objects the Pod is to own."""
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "labels": {RUN_LABEL: self.run_id},
+                "ownerReferences": [self.owner_ref(node)],
+            },
+            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "nfd:e2e"}]},
+        }
+        made = self.core_v1().create_namespaced_pod(namespace, pod)
+        self._pods.append((namespace, name))
+        return {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": made.metadata.uid}
+
+    def require_served(self, group: str, version: str, plural: str) -> None:
+        """Skip, naming it, when the cluster does not serve a resource the test needs (a
+        real cluster without nfd's CRDs); the fake serves them all."""
+        if self.fake is not None:
+            return
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+
+        try:
+            found = client.CustomObjectsApi(self.api_client).get_api_resources(group, version)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            found = None
+        if found is None or plural not in {r.name for r in found.resources}:
+            why = f"the cluster does not serve {plural}.{group}/{version} (install nfd's CRDs)"
+            if os.environ.get(ENV_REQUIRED) == "1":
+                pytest.fail(why, pytrace=False)
+            pytest.skip(why)
+
     def wait_for(self, predicate: Callable[[], T], *, timeout: float = 30.0, what: str = "condition") -> T:
         """Wait until ``predicate()`` is truthy and return its value: on the fake, woken by
         each change; on a real cluster, polled every 0.2 s. TimeoutError names ``what``."""
@@ -118,6 +164,14 @@ class E2ECluster:
         from kubernetes.client.rest import ApiException
 
         v1 = self.core_v1()
+        for namespace, pod in self._pods:
+            try:
+                # No kubelet runs it, so nothing waits for a grace period. The answer is
+                # left unread: a Pod from a cluster, a Status from the fake.
+                v1.delete_namespaced_pod(pod, namespace, grace_period_seconds=0, _preload_content=False)
+            except ApiException as e:
+                if e.status != 404:
+                    raise
         names = set(self._made)
         try:
             names |= {

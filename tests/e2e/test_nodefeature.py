@@ -26,19 +26,28 @@ def custom(e2e: Any) -> Any:
     return client.CustomObjectsApi(e2e.api_client)
 
 
-def gfd_object(node: str) -> dict[str, Any]:
+def custom_api(e2e: Any) -> Any:
+    """The CustomObjectsApi, once the cluster is known to serve NodeFeatures."""
+    e2e.require_served(GROUP, VERSION, PLURAL)
+    return custom(e2e)
+
+
+def gfd_object(e2e: Any, node: str) -> dict[str, Any]:
+    """GFD's object for ``node``, owned by the Node instead of GFD's DaemonSet and Pod,
+    which do not exist here (with their uids, the garbage collector would take it)."""
     obj: dict[str, Any] = yaml.safe_load(GFD.read_text())
     obj["metadata"]["name"] = f"nvidia-features-for-{node}"
     obj["metadata"]["namespace"] = NAMESPACE
     obj["metadata"]["labels"]["nfd.node.kubernetes.io/node-name"] = node
+    obj["metadata"]["ownerReferences"] = [e2e.owner_ref(node)]
     return obj
 
 
 def test_gfd_labels_reach_the_node_and_go_with_the_object(e2e, tmp_path):
     n = e2e.make_node("gpu", labels={"team.example.com/owner": "ml"})
-    obj = gfd_object(n)
+    api = custom_api(e2e)
+    obj = gfd_object(e2e, n)
     want = obj["spec"]["labels"]
-    api = custom(e2e)
     api.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, copy.deepcopy(obj))
     try:
         with master(e2e, tmp_path) as m:
@@ -81,6 +90,7 @@ def test_gfd_labels_reach_the_node_and_go_with_the_object(e2e, tmp_path):
 
 def test_objects_merge_with_the_worker_and_rules_see_the_merge(e2e, tmp_path):
     n = e2e.make_node("merge")
+    api = custom_api(e2e)
     obj = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "NodeFeature",
@@ -88,6 +98,7 @@ def test_objects_merge_with_the_worker_and_rules_see_the_merge(e2e, tmp_path):
             "name": f"extra-for-{n}",
             "namespace": NAMESPACE,
             "labels": {"nfd.node.kubernetes.io/node-name": n},
+            "ownerReferences": [e2e.owner_ref(n)],  # goes with the test's Node, whatever happens
         },
         "spec": {
             # widgets only here, kernel only from the worker: the rule needs both
@@ -95,7 +106,6 @@ def test_objects_merge_with_the_worker_and_rules_see_the_merge(e2e, tmp_path):
             "labels": {"e2e-own": "yes", "e2e-kernel": "from-object", "vendor.example.com/x": "1"},
         },
     }
-    api = custom(e2e)
     with master(e2e, tmp_path) as m:
         m.put(n, {"kernel": "6.1"})
         api.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, obj)
@@ -119,11 +129,14 @@ def test_objects_merge_with_the_worker_and_rules_see_the_merge(e2e, tmp_path):
         assert e2e.labels(n)[f"{FNS}/e2e-kernel"] == "6.1"
 
 
-def run_worker(e2e: Any, tmp_path: Path, node: str, *extra: str) -> subprocess.CompletedProcess[str]:
+def run_worker(
+    e2e: Any, tmp_path: Path, node: str, pod: dict[str, str], *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``nfd worker --oneshot`` as the Pod ``pod`` (an ownerReference) would run it."""
     host = tmp_path / "host"
     (host / "proc/sys/kernel").mkdir(parents=True, exist_ok=True)
     (host / "proc/sys/kernel/osrelease").write_text("6.8.0-45-generic\n")
-    env = dict(os.environ, POD_NAMESPACE=NAMESPACE, POD_NAME=f"nfd-worker-{node}", POD_UID="1a2b")
+    env = dict(os.environ, POD_NAMESPACE=NAMESPACE, POD_NAME=pod["name"], POD_UID=pod["uid"])
     env.pop("KUBERNETES_SERVICE_HOST", None)
     return subprocess.run(
         [sys.executable, "-m", "nfd", "worker", "--oneshot", "--node-name", node, "--host-root", str(host),
@@ -134,29 +147,34 @@ def run_worker(e2e: Any, tmp_path: Path, node: str, *extra: str) -> subprocess.C
 
 def test_nfd_worker_writes_upstreams_object_and_nfd_master_reads_it(e2e, tmp_path):
     n = e2e.make_node("upw")
-    r = run_worker(e2e, tmp_path, n, "--publish", "nodefeature")
+    api = custom_api(e2e)
+    # The worker's own Pod owns the object: it must exist, with that uid, or the garbage
+    # collector deletes the object as soon as it is written.
+    pod = e2e.make_pod(NAMESPACE, f"nfd-worker-{n}", node=n)
+    r = run_worker(e2e, tmp_path, n, pod, "--publish", "nodefeature")
     try:
         assert r.returncode == 0, r.stderr
-        obj = custom(e2e).get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, n)
+        obj = api.get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, n)
         # The shape upstream's nfd-worker writes (and upstream's master reads).
         meta = obj["metadata"]
         assert meta["labels"] == {"nfd.node.kubernetes.io/node-name": n}
-        assert meta["ownerReferences"] == [
-            {"apiVersion": "v1", "kind": "Pod", "name": f"nfd-worker-{n}", "uid": "1a2b"}
-        ]
+        assert meta["ownerReferences"] == [pod]
         assert (
             obj["spec"]["features"]["attributes"]["kernel.version"]["elements"]["full"] == "6.8.0-45-generic"
         )
         assert obj["spec"]["labels"][f"{FNS}/kernel-version.major"] == "6"
         # Written again unchanged: no second write needed, the object is replaced in place.
-        assert run_worker(e2e, tmp_path, n, "--publish", "nodefeature").returncode == 0
+        assert run_worker(e2e, tmp_path, n, pod, "--publish", "nodefeature").returncode == 0
         # nfd's master labels the node from it, with no worker post at all.
         with master(e2e, tmp_path):
             e2e.wait_for(
                 lambda: e2e.labels(n).get(f"{FNS}/kernel-version.major") == "6", what="labels from the object"
             )
     finally:
-        custom(e2e).delete_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, n)
+        try:
+            api.delete_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, n)
+        except Exception:  # never written: the failure above says why
+            pass
 
 
 def test_worker_without_api_access_says_so(tmp_path):
@@ -178,7 +196,7 @@ UPSTREAM_E2E = GFD.parent / "upstream-e2e"
 
 def test_upstreams_e2e_nodefeatures_give_upstreams_labels(e2e, tmp_path):
     n = e2e.make_node("up")
-    api = custom(e2e)
+    api = custom_api(e2e)
     made: list[str] = []
 
     def create(file: str) -> None:

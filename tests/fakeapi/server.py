@@ -23,6 +23,7 @@ from . import patch as patches
 from .authz import Authorizer
 from .errors import ApiError, bad_request, method_not_allowed, unsupported_media_type
 from .faults import Faults
+from .gc import GarbageCollector
 from .requestlog import RequestLog, RequestRecord
 from .resources import BY_PATH, JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, ResourceType
 from .selectors import field_matcher, label_matcher
@@ -424,6 +425,9 @@ class _Handler(BaseHTTPRequestHandler):
         if route.verb == "delete":
             opts = self._json_object(body) if body.strip() else {}
             pre = (opts.get("preconditions") or {}) if isinstance(opts, dict) else {}
+            if opts.get("propagationPolicy") not in (None, "Background") or opts.get("orphanDependents"):
+                # Only the garbage collector's background deletion of dependents is here.
+                raise bad_request("only propagationPolicy Background is implemented by this fake API server")
             gone = store.delete(
                 rt, ns, route.name, uid=pre.get("uid"), resource_version=pre.get("resourceVersion")
             )
@@ -728,6 +732,7 @@ class ServerCore:
         self.store = Store(history=watch_history)
         # Feature gates of this "API server" (absent: enabled), e.g. DRADeviceTaints.
         self.feature_gates = self.store.feature_gates
+        self.gc = GarbageCollector(self.store)
         self.tokens = TokenRegistry(api_audiences) if api_audiences else TokenRegistry()
         self.tokens.pod_alive = self._pod_alive
         self.authz = Authorizer()
@@ -770,6 +775,7 @@ class ServerCore:
             daemon=True,
         )
         self._thread.start()
+        self.gc.start()
         return self
 
     def drop_connections(self) -> None:
@@ -780,6 +786,7 @@ class ServerCore:
 
     def stop(self) -> None:
         self.stopping.set()
+        self.gc.stop()
         self.store.close()
         if self._httpd is not None:
             self._httpd.shutdown()
