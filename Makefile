@@ -45,6 +45,8 @@ image-test: install
 # Run image-test first (it builds and saves the image). The node is left up: `down` it.
 REALCLUSTER ?= ../shared/realcluster
 REAL_KUBECONFIG ?= /var/lib/realcluster/admin.kubeconfig
+# kubectl from the test extra (a known version), for the cluster's scripts and the suite.
+realnode: export PATH := $(CURDIR)/$(BIN):$(PATH)
 realnode: install
 	$(REALCLUSTER)/up
 	$(REALCLUSTER)/load-image --tar .image/nfd.tar
