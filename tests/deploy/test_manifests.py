@@ -418,7 +418,9 @@ CLUSTER_SCOPED = {
 
 
 @pytest.mark.parametrize("overlay", KUSTOMIZATIONS)
-def test_every_namespaced_object_names_its_namespace(built: dict[str, list[dict[str, Any]]], overlay: str) -> None:
+def test_every_namespaced_object_names_its_namespace(
+    built: dict[str, list[dict[str, Any]]], overlay: str
+) -> None:
     """An object without a namespace lands in whatever namespace `kubectl apply -k` runs
     from: a Role there binds nothing the pods use (a worker got 403 on its NodeFeature)."""
     want = "nfd-prune" if overlay == PRUNE else "node-feature-discovery"
