@@ -1,5 +1,6 @@
-"""``nfd prune``: remove from the cluster's Nodes what nfd set on them, and the NodeFeature
-objects its workers wrote (after an uninstall; see docs/deploy.md)."""
+"""``nfd prune``: remove from the cluster's Nodes what nfd set on them, the NodeFeature
+objects its workers wrote and the ResourceSlices its DRA driver published (after an
+uninstall; see docs/deploy.md)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "-l", "--selector", metavar="SELECTOR", default="",
         help="prune the Nodes this label selector selects (e.g. 'pool=gpu')",
     )  # fmt: skip
+    p.add_argument(
+        "--dra-driver",
+        action="append",
+        metavar="NAME",
+        help="delete the ResourceSlices of this DRA driver name (repeatable; default:"
+        " nfd's default driver name, nfd.node.kubernetes.io)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print what would be removed; change nothing")
 
 
@@ -30,12 +38,17 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from nfd.cli import CliError
+    from nfd.devices.config import DEFAULT_DRIVER_NAME, driver_name_error
     from nfd.master.kube import KubeApi, KubeError, NoClusterError, load_api_client
     from nfd.master.prune import Pruner
     from nfd.master.settings import KubeSettings
 
     if args.kubeconfig and not Path(args.kubeconfig).is_file():
         raise CliError(f"--kubeconfig {args.kubeconfig}: no such file")
+    drivers = tuple(dict.fromkeys(args.dra_driver or [DEFAULT_DRIVER_NAME]))
+    for d in drivers:
+        if err := driver_name_error(d):
+            raise CliError(f"--dra-driver: {err}")
     settings = KubeSettings()
     try:
         client = load_api_client(Path(args.kubeconfig) if args.kubeconfig else None, settings.parallelism + 6)
@@ -45,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     pruner = Pruner(
         api,
         dry_run=args.dry_run,
+        drivers=drivers,
         parallelism=settings.parallelism,
         page_size=settings.list_page_size,
         report=lambda line: print(line, flush=True),
@@ -60,10 +74,11 @@ def run(args: argparse.Namespace) -> int:
     items = _count(sum(len(p.items()) for p in result.nodes), "item")
     nodes = _count(len(result.nodes), "node")
     objects = _count(len(result.nodefeatures), "NodeFeature object")
+    slices = _count(len(result.resourceslices), "ResourceSlice")
     if args.dry_run:
-        print(f"dry run: would remove {items} from {nodes}, delete {objects}")
+        print(f"dry run: would remove {items} from {nodes}, delete {objects} and {slices}")
     else:
-        print(f"removed {items} from {nodes}, deleted {objects}")
+        print(f"removed {items} from {nodes}, deleted {objects} and {slices}")
     for err in result.errors:
         print(f"nfd prune: error: {err}", file=sys.stderr)
     return 1 if result.errors else 0

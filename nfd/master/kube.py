@@ -376,11 +376,14 @@ class KubeApi:
         )
 
     async def delete_custom(self, group: str, version: str, namespace: str, plural: str, name: str) -> None:
-        await self._call(
-            lambda: self.custom.delete_namespaced_custom_object(
-                group, version, namespace, plural, name, _preload_content=False, _request_timeout=self.timeout
-            )
-        )
+        """Deletes a custom or built-in object of an API group; ``namespace`` empty: a
+        cluster-scoped one."""
+        opts: dict[str, Any] = {"_preload_content": False, "_request_timeout": self.timeout}
+        if namespace:
+            call = functools.partial(self.custom.delete_namespaced_custom_object, group, version, namespace)
+        else:
+            call = functools.partial(self.custom.delete_cluster_custom_object, group, version)
+        await self._call(lambda: call(plural, name, **opts))
 
     async def patch_custom_status(
         self, group: str, version: str, namespace: str, plural: str, name: str, ops: list[dict[str, Any]]

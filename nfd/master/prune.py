@@ -1,7 +1,9 @@
 """Undoing what nfd did to a cluster, for ``nfd prune`` after an uninstall: from each Node
 the labels, annotations, extended resources and taints the master's ownership
 annotations name (``patches.owned``), those annotations, and the rest of nfd's own
-annotation namespace; and the NodeFeature objects nfd's workers wrote.
+annotation namespace; the NodeFeature objects nfd's workers wrote; and the
+ResourceSlices nfd's DRA driver published (kubelet does not always delete them when the
+driver goes).
 
 Nothing the ownership annotations do not name is touched: a label set by hand in
 ``feature.node.kubernetes.io`` stays. The patches are the master's own (``node_patch``
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nfd.decision import Decision
+from nfd.devices.config import DEFAULT_DRIVER_NAME
 from nfd.master.apierrors import Conflict, Invalid, KubeError, NotFound
 from nfd.master.kube import KubeApi, Resource
 from nfd.master.patches import TRACKING, Op, escape, node_patch, observe, owned, status_patch, taint_str_dict
@@ -29,6 +32,8 @@ NOTHING = Decision()
 # A Node someone else keeps writing (kubelet, a controller): read it again and recompute
 # the patch this many times before giving up on it.
 ATTEMPTS = 5
+# ResourceSlices, as the API server serves them from Kubernetes 1.34 on.
+SLICE_GROUP, SLICE_VERSION, SLICE_PLURAL = "resource.k8s.io", "v1", "resourceslices"
 
 
 @dataclass(frozen=True)
@@ -95,25 +100,29 @@ def is_workers(obj: Mapping[str, Any]) -> bool:
 class PruneResult:
     nodes: list[NodePlan] = field(default_factory=list)  # the Nodes that carried something
     nodefeatures: list[str] = field(default_factory=list)  # "namespace/name"
+    resourceslices: list[str] = field(default_factory=list)  # names
     errors: list[str] = field(default_factory=list)
 
 
 class Pruner:
-    """Prunes Nodes (all, ``names``, or those ``selector`` selects) and their workers'
-    NodeFeature objects; ``dry_run`` reads only. ``report`` gets a line for each item
-    removed (would be, in a dry run) as it goes."""
+    """Prunes Nodes (all, ``names``, or those ``selector`` selects), their workers'
+    NodeFeature objects and the ResourceSlices of the DRA ``drivers`` for them;
+    ``dry_run`` reads only. ``report`` gets a line for each item removed (would be, in a
+    dry run) as it goes."""
 
     def __init__(
         self,
         api: KubeApi,
         *,
         dry_run: bool = False,
+        drivers: tuple[str, ...] = (DEFAULT_DRIVER_NAME,),
         parallelism: int = 10,
         page_size: int = 500,
         report: Callable[[str], None] = lambda _line: None,
     ) -> None:
         self.api = api
         self.dry_run = dry_run
+        self.drivers = drivers
         self.parallelism = parallelism
         self.page_size = page_size
         self.report = report
@@ -149,6 +158,7 @@ class Pruner:
                 await asyncio.gather(*(one(n["metadata"]["name"], n) for n in items))
         scope = None if names is None and not selector else pruned
         await self._nodefeatures(scope, out)
+        await self._resourceslices(scope, out)
         out.nodes.sort(key=lambda p: p.name)
         return out
 
@@ -212,3 +222,37 @@ class Pruner:
                     continue
             out.nodefeatures.append(f"{ns}/{name}")
             self.report(f"{verb} NodeFeature {ns}/{name}")
+
+    async def _resourceslices(self, nodes: set[str] | None, out: PruneResult) -> None:
+        """Delete the ResourceSlices the DRA drivers published for ``nodes`` (None: every
+        slice of the drivers, gone nodes' too). A driver name is the driver's alone, so
+        whatever carries it is nfd's. No ResourceSlice API (an older cluster): nothing to
+        do."""
+        found: list[str] = []
+        for driver in self.drivers:
+            res = Resource(SLICE_PLURAL, SLICE_GROUP, SLICE_VERSION, field_selector=f"spec.driver={driver}")
+            try:
+                async for page in self.api.pages(res, limit=self.page_size):
+                    for obj in page.get("items") or []:
+                        node = (obj.get("spec") or {}).get("nodeName")
+                        if nodes is None or node in nodes:
+                            found.append(str((obj.get("metadata") or {}).get("name") or ""))
+            except NotFound:
+                log.info(
+                    "no %s/%s API in the cluster: no ResourceSlices to delete", SLICE_GROUP, SLICE_VERSION
+                )
+                return
+            except KubeError as e:
+                out.errors.append(f"cannot list the ResourceSlices of driver {driver}: {e}")
+        verb = "would delete" if self.dry_run else "deleted"
+        for name in sorted(set(found)):
+            if not self.dry_run:
+                try:
+                    await self.api.delete_custom(SLICE_GROUP, SLICE_VERSION, "", SLICE_PLURAL, name)
+                except NotFound:
+                    continue
+                except KubeError as e:
+                    out.errors.append(f"ResourceSlice {name}: {e}")
+                    continue
+            out.resourceslices.append(name)
+            self.report(f"{verb} ResourceSlice {name}")

@@ -31,13 +31,15 @@ def test_every_dra_resource_has_its_device_class(built: dict[str, list[dict[str,
     assert kinds == {"gpu", "fpga", "pci", "usb", "devnode"}
 
 
-def test_rights_are_slices_and_reading_claims(built: dict[str, list[dict[str, Any]]]) -> None:
+def test_rights_are_slices_reading_claims_and_posting_events(built: dict[str, list[dict[str, Any]]]) -> None:
     docs = built["dra"]
     role = find(docs, "ClusterRole", "nfd-dra")
     rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role["rules"]}
     assert rules == {
         (("resource.k8s.io",), ("resourceslices",)): {"get", "list", "watch", "create", "update", "delete"},
         (("resource.k8s.io",), ("resourceclaims",)): {"get"},
+        # nfd.dra.events posts with the core API's create_namespaced_event
+        (("",), ("events",)): {"create"},
     }
     policy = find(docs, "ValidatingAdmissionPolicy", "nfd-dra-own-node-slices")
     assert "spec.nodeName == variables.node" in policy["spec"]["validations"][0]["expression"]

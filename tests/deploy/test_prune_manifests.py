@@ -34,6 +34,7 @@ def test_prune_rbac_is_exactly_what_prune_needs(built: Built) -> None:
         ("", "nodes", ("get", "list", "patch")),
         ("", "nodes/status", ("patch",)),
         ("nfd.k8s-sigs.io", "nodefeatures", ("delete", "list")),
+        ("resource.k8s.io", "resourceslices", ("delete", "list")),
     }
     binding = find(docs, "ClusterRoleBinding", "nfd-prune")
     assert binding["roleRef"]["name"] == "nfd-prune"

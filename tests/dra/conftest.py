@@ -69,6 +69,7 @@ def start_driver(
         node: str = NODE,
         features: Callable[[], Features] | None = None,
         rediscover_interval: float = 0.0,
+        token: str | None = None,
     ) -> DraDriver:
         cfg = parse_config(config or FPGA_CONFIG)
         feats = features or fx.features
@@ -79,7 +80,7 @@ def start_driver(
 
         states, f, _host = discover()
         inventory = DraInventory(states, features=f, host=fx.host)
-        client = fake_api.api_client()
+        client = fake_api.api_client(token)
         clients.append(client)
         d = DraDriver(
             states,

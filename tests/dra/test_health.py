@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from deviceplugin.fixtures import FixtureHost
 from dra.claims import DRIVER, NODE, allocate, create_claim, published
 from dra.conftest import FPGA_CONFIG
@@ -19,6 +21,8 @@ from nfd.dra.driver import DraDriver
 from tests.fakeapi import FakeApiServer
 
 DEV = "fpga-0000-3b-00-0"
+REPO = Path(__file__).resolve().parents[2]
+NS = "node-feature-discovery"
 
 
 def metric(driver: DraDriver, name: str, **labels: str) -> float | None:
@@ -115,6 +119,21 @@ def test_without_device_taints_on_the_server_an_unhealthy_device_is_withdrawn(
     assert not any(d.get("taints") for d in published(fake_api).values())
     fx.bind("0000:3b:00.0", "vfio-pci")
     assert wait_for(lambda: DEV in published(fake_api))
+
+
+def test_the_shipped_rbac_lets_the_driver_post_node_events(
+    start_driver: Callable[..., DraDriver], fx: FixtureHost, fake_api: FakeApiServer
+) -> None:
+    rbac = [d for d in yaml.safe_load_all((REPO / "deploy/overlays/dra/dra-rbac.yaml").read_text()) if d]
+    fake_api.authz.load_rbac(rbac, NS)
+    fake_api.enforce_rbac = True
+    token = fake_api.tokens.issue_service_account(NS, "nfd-dra", node_name=NODE)
+    since = fake_api.log.mark()
+    start_driver(token=token)
+    assert wait_for(lambda: DEV in published(fake_api))
+    fx.unbind("0000:3b:00.0")
+    assert wait_for(lambda: len(node_events(fake_api)) == 1)
+    assert fake_api.log.count(since=since, status=403) == 0
 
 
 def test_events_forbidden_are_given_up_once(

@@ -6,6 +6,7 @@ this test's Nodes (``--node``, ``--selector``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -166,4 +167,54 @@ def test_prune_deletes_the_workers_nodefeature_objects_only(e2e, tmp_path):
                     GROUP, VERSION, NAMESPACE, PLURAL, obj["metadata"]["name"]
                 )
             except Exception:  # deleted by the test
+                pass
+
+
+def test_prune_deletes_the_dra_drivers_resourceslices_of_the_pruned_nodes(e2e):
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from nfd.devices.config import DEFAULT_DRIVER_NAME
+
+    a, b = e2e.make_node("rsa"), e2e.make_node("rsb")
+    api: Any = client.ResourceV1Api(e2e.api_client)
+
+    def a_slice(node: str, driver: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{driver.split('.')[0]}"},
+            "spec": {
+                "driver": driver,
+                "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "d0"}],
+            },
+        }
+
+    # As nfd's DRA driver left them after an uninstall, and another driver's.
+    objs = [a_slice(a, DEFAULT_DRIVER_NAME), a_slice(b, DEFAULT_DRIVER_NAME), a_slice(a, "gpu.example.com")]
+    for obj in objs:
+        api.create_resource_slice(obj, _preload_content=False)
+
+    def names() -> set[str]:
+        got = json.loads(api.list_resource_slice(_preload_content=False).data)["items"]
+        return {s["metadata"]["name"] for s in got} & {o["metadata"]["name"] for o in objs}
+
+    mine, theirs, other_node = (o["metadata"]["name"] for o in objs)
+    try:
+        r = prune(e2e, "--dry-run", "--node", a)
+        assert r.returncode == 0, r.stderr
+        assert f"would delete ResourceSlice {mine}" in r.stdout.splitlines()
+        assert names() == {mine, theirs, other_node}
+
+        r = prune(e2e, "--node", a)
+        assert r.returncode == 0, r.stderr
+        assert f"deleted ResourceSlice {mine}" in r.stdout.splitlines()
+        assert names() == {theirs, other_node}
+    finally:
+        for obj in objs:
+            try:
+                api.delete_resource_slice(obj["metadata"]["name"], _preload_content=False)
+            except ApiException:  # deleted by the test
                 pass

@@ -1,6 +1,7 @@
 """``nfd prune`` against the fake API server: what it plans for a Node (pure), that the
 RBAC of deploy/prune is enough and nothing more is used, that a Node changed under it
-is read again, that a prune cut short can be run again, and that errors are one line."""
+is read again, that a prune cut short can be run again, that the DRA driver's
+ResourceSlices go, and that errors are one line."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 import yaml
 
 from nfd.cli import main
+from nfd.devices.config import DEFAULT_DRIVER_NAME
 from nfd.features import Features
 from nfd.master.patches import ANNOTATIONS_ANN, ER_ANN, LABELS_ANN, TAINTS_ANN
 from nfd.master.prune import plan
@@ -104,14 +106,34 @@ def prune(*args: str) -> int:
     return main(["prune", *args])
 
 
+def a_slice(name: str, node: str, driver: str = DEFAULT_DRIVER_NAME) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "d0"}],
+        },
+    }
+
+
+def slice_names(fake_api: Any) -> set[str]:
+    return {s["metadata"]["name"] for s in fake_api.objects.list("resourceslices")}
+
+
 def test_prune_runs_on_its_shipped_rbac_alone(fake_api, tmp_path, capsys):
     rbac = [d for d in yaml.safe_load_all((REPO / "deploy/prune/rbac.yaml").read_text()) if d]
     fake_api.authz.load_rbac(rbac, NS)
     fake_api.enforce_rbac = True
     fake_api.objects.create("nodes", nfd_node("n1"))
     fake_api.create_node("n2")  # nfd never wrote here
-    for n in ("n1", "gone"):  # a gone node's object goes too
+    for n in ("n1", "gone"):  # a gone node's objects go too
         fake_api.objects.create("nodefeatures", for_worker(node=n, namespace=NS, features=Features()))
+        fake_api.objects.create("resourceslices", a_slice(f"{n}-nfd", n))
+    fake_api.objects.create("resourceslices", a_slice("n1-theirs", "n1", driver="gpu.example.com"))
     kc = fake_api.write_kubeconfig(
         tmp_path / "kc", token=fake_api.tokens.issue_service_account("nfd-prune", "nfd-prune")
     )
@@ -123,9 +145,11 @@ def test_prune_runs_on_its_shipped_rbac_alone(fake_api, tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert "removed from node n1: label feature.node.kubernetes.io/cpu-x" in out
     assert f"deleted NodeFeature {NS}/gone" in out
-    assert out[-1] == "removed 10 items from 1 node, deleted 2 NodeFeature objects"
+    assert "deleted ResourceSlice gone-nfd" in out
+    assert out[-1] == "removed 10 items from 1 node, deleted 2 NodeFeature objects and 2 ResourceSlices"
     assert touched(fake_api.node("n1")) == others_only(nfd_node("n1"))
     assert fake_api.objects.list("nodefeatures") == []
+    assert slice_names(fake_api) == {"n1-theirs"}
     mine = [r for r in fake_api.log.records(since=since) if r.user == PRUNE_SA]
     assert [r for r in mine if r.status == 403] == []
     assert {(r.verb, r.resource_path) for r in mine} == {
@@ -135,6 +159,12 @@ def test_prune_runs_on_its_shipped_rbac_alone(fake_api, tmp_path, capsys):
         ("patch", "nodes/status"),
         ("list", "nodefeatures.nfd.k8s-sigs.io"),
         ("delete", "nodefeatures.nfd.k8s-sigs.io"),
+        ("list", "resourceslices.resource.k8s.io"),
+        ("delete", "resourceslices.resource.k8s.io"),
+    }
+    # Only the driver's slices are listed: the server selects them.
+    assert {r.query for r in mine if r.resource == "resourceslices.resource.k8s.io" and r.verb == "list"} == {
+        f"fieldSelector=spec.driver%3D{DEFAULT_DRIVER_NAME}&limit=500"
     }
     assert not [r for r in mine if r.name == "n2" and r.verb == "patch"]
 
@@ -142,13 +172,18 @@ def test_prune_runs_on_its_shipped_rbac_alone(fake_api, tmp_path, capsys):
 def test_dry_run_changes_nothing(fake_api, tmp_path, capsys):
     fake_api.objects.create("nodes", nfd_node("n1"))
     fake_api.objects.create("nodefeatures", for_worker(node="n1", namespace=NS, features=Features()))
+    fake_api.objects.create("resourceslices", a_slice("n1-nfd", "n1"))
     kc = fake_api.write_kubeconfig(tmp_path / "kc")
     since = fake_api.log.mark()
     assert prune("--kubeconfig", str(kc), "--dry-run") == 0
     out = capsys.readouterr().out.splitlines()
     assert "would remove from node n1: taint example.com/t=yes:NoSchedule" in out
     assert f"would delete NodeFeature {NS}/n1" in out
-    assert out[-1] == "dry run: would remove 10 items from 1 node, delete 1 NodeFeature object"
+    assert "would delete ResourceSlice n1-nfd" in out
+    assert (
+        out[-1]
+        == "dry run: would remove 10 items from 1 node, delete 1 NodeFeature object and 1 ResourceSlice"
+    )
     assert fake_api.log.writes(since=since) == []
 
 
@@ -184,6 +219,11 @@ def test_a_node_that_fails_does_not_stop_the_others(fake_api, tmp_path, capsys):
         (["--node", "a", "--selector", "x=y"], 2, "not allowed with argument"),
         (["--selector", "a b"], 2, "--selector 'a b': 400"),
         (["--node", "nope"], 1, "node nope: no such Node"),
+        (
+            ["--dra-driver", "Bad_Driver"],
+            2,
+            "--dra-driver: 'Bad_Driver' must be a lowercase RFC 1123 subdomain",
+        ),
     ],
 )
 def test_errors_are_one_line(fake_api, tmp_path, capsys, args, code, message):
@@ -207,14 +247,50 @@ def test_no_cluster_or_no_rights_is_one_line(fake_api, tmp_path, capsys):
     assert err.startswith("nfd prune: error: cannot list nodes: ") and err.count("\n") == 1, err
 
 
-def test_without_the_nodefeature_api_the_nodes_are_still_pruned(fake_api, tmp_path, capsys):
-    # The install's deletion took the CRDs, and every NodeFeature object with them.
+def test_without_the_nodefeature_or_resourceslice_api_the_nodes_are_still_pruned(fake_api, tmp_path, capsys):
+    # The install's deletion took the CRDs, and every NodeFeature object with them; a
+    # cluster before Kubernetes 1.34 serves no resource.k8s.io/v1.
     fake_api.objects.create("nodes", nfd_node("n1"))
-    fake_api.faults.fail(404, times=None, path="^/apis/nfd.k8s-sigs.io/")
+    fake_api.faults.fail(404, times=None, path="^/apis/(nfd.k8s-sigs.io|resource.k8s.io)/")
     kc = fake_api.write_kubeconfig(tmp_path / "kc")
     assert prune("--kubeconfig", str(kc)) == 0
     assert (
         capsys.readouterr().out.splitlines()[-1]
-        == "removed 10 items from 1 node, deleted 0 NodeFeature objects"
+        == "removed 10 items from 1 node, deleted 0 NodeFeature objects and 0 ResourceSlices"
     )
     assert touched(fake_api.node("n1")) == others_only(nfd_node("n1"))
+
+
+def test_scoped_prune_deletes_the_named_drivers_slices_of_those_nodes_only(fake_api, tmp_path, capsys):
+    for n in ("n1", "n2"):
+        fake_api.objects.create("nodes", nfd_node(n))
+        fake_api.objects.create("resourceslices", a_slice(f"{n}-nfd", n))
+        fake_api.objects.create("resourceslices", a_slice(f"{n}-custom", n, driver="dra.example.com"))
+        fake_api.objects.create("resourceslices", a_slice(f"{n}-theirs", n, driver="gpu.example.com"))
+    kc = fake_api.write_kubeconfig(tmp_path / "kc")
+    # An install with its own dra.driverName: the flag names it, besides the default.
+    args = ["--node", "n1", "--dra-driver", "dra.example.com", "--dra-driver", DEFAULT_DRIVER_NAME]
+    assert prune("--kubeconfig", str(kc), *args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [x for x in out if "ResourceSlice " in x] == [
+        "deleted ResourceSlice n1-custom",
+        "deleted ResourceSlice n1-nfd",
+    ]
+    assert slice_names(fake_api) == {"n1-theirs", "n2-nfd", "n2-custom", "n2-theirs"}
+    # One driver named: the default is not implied.
+    assert prune("--kubeconfig", str(kc), "--dra-driver", "dra.example.com") == 0
+    assert slice_names(fake_api) == {"n1-theirs", "n2-nfd", "n2-theirs"}
+
+
+def test_a_slice_that_cannot_be_deleted_is_an_error_and_the_others_go(fake_api, tmp_path, capsys):
+    for n in ("n1", "n2"):
+        fake_api.create_node(n)
+        fake_api.objects.create("resourceslices", a_slice(f"{n}-nfd", n))
+    kc = fake_api.write_kubeconfig(tmp_path / "kc")
+    fake_api.faults.fail(
+        500, times=None, verb="delete", path="^/apis/resource.k8s.io/v1/resourceslices/n1-nfd$"
+    )
+    assert prune("--kubeconfig", str(kc)) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("nfd prune: error: ResourceSlice n1-nfd: 500") and err.count("\n") == 1, err
+    assert slice_names(fake_api) == {"n1-nfd"}
