@@ -180,6 +180,28 @@ class RealNode:
             lambda: not self.exists("namespace", NAMESPACE), timeout=120, what=f"namespace {NAMESPACE} gone"
         )
 
+    def prune(self) -> None:
+        """The documented uninstall's second step: the prune Job (deploy/prune) run to
+        completion, then deleted."""
+        prune = self.overlay("prune", base="../prune")
+        self.kubectl("apply", "-k", str(prune))
+        try:
+            self.kubectl(
+                "wait",
+                "-n",
+                "nfd-prune",
+                "job/nfd-prune",
+                "--for=condition=Complete",
+                "--timeout=120s",
+                timeout=130,
+            )
+        except NodeError as e:
+            raise NodeError(
+                f"{e}\n{self.kubectl('logs', '-n', 'nfd-prune', 'job/nfd-prune', check=False)}"
+            ) from None
+        finally:
+            self.kubectl("delete", "-k", str(prune), "--ignore-not-found", "--wait=true", timeout=180)
+
     def logs(self, selector: str, container: str | None = None) -> str:
         args = ["logs", "-n", NAMESPACE, "-l", selector, "--tail=-1", "--prefix"]
         if container:

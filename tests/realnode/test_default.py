@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from realnode.node import FEATURE_NS, NAMESPACE, NFD_NS, NodeError, RealNode, discover_labels, memory_fits
+from realnode.node import FEATURE_NS, NAMESPACE, NFD_NS, RealNode, discover_labels, memory_fits
 from realnode.rules import rule_manifest
 
 # The operator's overlay: taints on (a rule's taint must reach the node), nothing else.
@@ -177,24 +177,7 @@ def test_uninstall_then_prune_leaves_nothing_of_nfd(real_node: RealNode, install
         what="the rule's taint before uninstall",
     )
     real_node.uninstall(installed)
-    prune = real_node.overlay("prune", base="../prune")
-    real_node.kubectl("apply", "-k", str(prune))
-    try:
-        real_node.kubectl(
-            "wait",
-            "-n",
-            NAMESPACE,
-            "job/nfd-prune",
-            "--for=condition=Complete",
-            "--timeout=120s",
-            timeout=130,
-        )
-    except NodeError as e:
-        raise NodeError(
-            f"{e}\n{real_node.kubectl('logs', '-n', 'nfd-prune', 'job/nfd-prune', check=False)}"
-        ) from None
-    finally:
-        real_node.kubectl("delete", "-k", str(prune), "--ignore-not-found", "--wait=true", timeout=180)
+    real_node.prune()
     node = real_node.node()
     meta = node["metadata"]
     left = {

@@ -71,6 +71,7 @@ def installed(real_node: RealNode) -> Iterator[Path]:
         real_node.kubectl("delete", "resourceclaimtemplate", "-n", "default", "--all", check=False)
         real_node.kubectl("delete", "deviceclass", "loop.example.com", "--ignore-not-found", check=False)
         real_node.uninstall(overlay)
+        real_node.prune()
         left = slices(real_node)
         assert not left, f"ResourceSlices left after uninstall: {[s['metadata']['name'] for s in left]}"
 
