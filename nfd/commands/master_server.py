@@ -37,6 +37,15 @@ def serve(app: ASGIApp, settings: MasterSettings, runtime: Runtime) -> int:
         # Followers forward to the leader over the same TLS: trust the replicas' CA (or a
         # self-signed certificate of your own).
         runtime.forwarder.ca_file = str(files.ca or files.cert)
+    if files is not None and runtime.forwarder.server_name is None:
+        from nfd.master.certs import first_dns_name
+
+        # The leader serves the certificate we do: verify it by a name that carries
+        # (an unreadable file: uvicorn says so next).
+        try:
+            runtime.forwarder.server_name = first_dns_name(files.cert.read_bytes())
+        except OSError:
+            pass
     config = uvicorn.Config(
         app,
         host=srv.host,

@@ -77,7 +77,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_host_root_argument(p, reads="sys, proc, etc ...")
     p.add_argument(
         "--retry-max-delay", metavar="DURATION", default="60s",
-        help="longest wait between retries while the master is away or busy (default 60s)",
+        help="longest wait between retries while the master is away or busy (default 60s; "
+        "at most 2s while it takes no connection)",
     )  # fmt: skip
     p.add_argument(
         "--status-host", metavar="ADDR", default="0.0.0.0",

@@ -145,3 +145,13 @@ def cert_problem(
     have |= {str(a) for a in san.get_values_for_type(x509.IPAddress)}
     missing = [n for n in [*dns_names, *ips] if n not in have]
     return f"the certificate does not name {', '.join(missing)}" if missing else ""
+
+
+def first_dns_name(cert_pem: bytes) -> str | None:
+    """The first DNS name (not a wildcard) of the first certificate in ``cert_pem``."""
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except (ValueError, x509.ExtensionNotFound):
+        return None
+    return next((n for n in san.get_values_for_type(x509.DNSName) if not n.startswith("*")), None)

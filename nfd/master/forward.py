@@ -17,14 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import ssl
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from nfd.daemonpool import DaemonPool
 from nfd.master.bodylimit import read_body
+from nfd.master.peers import LeaderUnreachable
 from nfd.master.replica import own_key
 
 if TYPE_CHECKING:
@@ -36,48 +35,6 @@ OUTCOME = b"x-nfd-outcome"
 FORWARDED = b"x-nfd-forwarded"  # set on a forwarded request: never forwarded again
 _PATH = re.compile(r"^/api/v1/nodes/([^/]+)/(heartbeat|features)$")
 _PASS = (b"authorization", b"content-type")
-
-
-class Forwarder:
-    """The follower's client to the leader: a small urllib3 pool in threads."""
-
-    def __init__(self, *, ca_file: str | None, timeout_s: float) -> None:
-        self.ca_file = ca_file
-        self.timeout_s = timeout_s
-        self._pool: Any = None
-        self._threads = DaemonPool(8, "forward")  # a stopped follower does not wait for the leader
-
-    def _manager(self) -> Any:
-        if self._pool is None:
-            import urllib3
-
-            ctx = ssl.create_default_context(cafile=self.ca_file)
-            # Replicas are reached by pod IP, which their certificate need not name; the
-            # chain is still verified against the CA the replicas share.
-            ctx.check_hostname = False
-            self._pool = urllib3.PoolManager(
-                maxsize=8, retries=False, ssl_context=ctx, timeout=urllib3.Timeout(total=self.timeout_s)
-            )
-        return self._pool
-
-    async def send(
-        self, url: str, method: str, headers: dict[str, str], body: bytes
-    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        def call() -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-            r = self._manager().request(method, url, body=body, headers=headers, preload_content=True)
-            hdrs = [
-                (k.lower().encode("latin-1"), v.encode("latin-1"))
-                for k, v in r.headers.items()
-                if k.lower() in ("content-type", "retry-after", "www-authenticate")
-            ]
-            return int(r.status), hdrs, bytes(r.data)
-
-        return await asyncio.get_running_loop().run_in_executor(self._threads, call)
-
-    def close(self) -> None:
-        self._threads.shutdown(wait=False, cancel_futures=True)
-        if self._pool is not None:
-            self._pool.clear()
 
 
 class LeaderForward:
@@ -115,8 +72,8 @@ class LeaderForward:
                     target + scope["path"], scope["method"], _pass_headers(scope), body
                 )
                 outcome = b"forwarded"
-            except Exception as e:  # the leader is gone or unreachable: our copy stands
-                log.info("cannot forward %s to the leader at %s: %s", scope["path"], target, e)
+            except LeaderUnreachable:  # our copy stands (the Forwarder logs the outage)
+                pass
             if outcome == b"held" and status == 200 and features:
                 _held(rt, node, before)
             elif outcome == b"forwarded" and status == 200 and rt.replica is not None:

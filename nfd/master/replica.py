@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from nfd.master.peers import LeaderUnreachable, Outage
 from nfd.master.state import NodeRecord, NodeStore
 
 if TYPE_CHECKING:
@@ -157,6 +158,8 @@ class Replica:
         self.taken = 0  # nodes taken from the leader
         self.synced = False  # one full copy made since this replica started
         self.failures = 0  # rounds in a row that could not reach the leader
+        # A leader that answers but refuses (the Forwarder logs one that does not answer).
+        self.outage = Outage("cannot sync with the leader")
         # Nodes whose features this replica holds and the leader may lack -> the
         # own_key the leader was last known to hold for the node ("" for none).
         self.held: dict[str, str] = {}
@@ -208,12 +211,12 @@ class Replica:
                     while await self.pull(url):
                         pass  # a full page: more to come
                     self.synced, self.failures = True, 0
-                except Exception as e:  # the leader is away or changing: next round
+                    self.outage.ended()
+                except LeaderUnreachable:  # away or changing: next round
                     self.failures += 1
-                    log.info(
-                        "cannot sync with the leader at %s (%d node%s held for it): %s",
-                        url, len(self.held), "" if len(self.held) == 1 else "s", e,
-                    )  # fmt: skip
+                except Exception as e:
+                    self.failures += 1
+                    self.outage.failed(url, f"{e} ({len(self.held)} node(s) held for it)")
             await asyncio.sleep(interval)
 
     async def _post(self, url: str, body: object) -> Any:

@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 
 from nfd.master.auth import Authenticator
 from nfd.master.decide import Decider
-from nfd.master.forward import Forwarder
 from nfd.master.gc import GarbageCollector
 from nfd.master.groups import GroupManager
 from nfd.master.kube import KubeApi, NoClusterError, load_api_client
 from nfd.master.leader import LeaderElector
 from nfd.master.metrics import Metrics
 from nfd.master.nodefeatures import NodeFeatureWatcher
+from nfd.master.peers import Forwarder
 from nfd.master.podwatch import PodWatch
 from nfd.master.publisher import KubePublisher, MemoryPublisher
 from nfd.master.readauth import ReadAuthorizer
@@ -280,6 +280,7 @@ def build_runtime(
         forwarder=Forwarder(
             ca_file=str(settings.leader.peer_ca_file) if settings.leader.peer_ca_file else None,
             timeout_s=settings.leader.forward_timeout_s,
+            server_name=settings.leader.peer_server_name or None,
         ),
         readers=readers,
         pods=pods,

@@ -127,6 +127,10 @@ class LeaderSettings(BaseModel):
     # CA to verify the leader's certificate with when forwarding over https (default:
     # the serving certificate file, which replicas share).
     peer_ca_file: Path | None = None
+    # The name the leader's certificate is verified against (and sent as SNI): followers
+    # dial its pod IP, which the certificate need not carry. Default: the first DNS name
+    # of this replica's own serving certificate, which every replica serves.
+    peer_server_name: str = ""
     forward_timeout_s: float = Field(default=5.0, gt=0)
     # How often a follower asks the leader for the nodes it lacks (replica.py).
     replicate_interval_s: float = Field(default=2.0, gt=0)

@@ -17,18 +17,23 @@ MAX_RETRY_AFTER = 600.0
 class Backoff:
     initial: float = 1.0
     cap: float = 60.0
+    # While nothing takes the connection (the master restarting, not Ready yet), a try
+    # costs the master nothing, and the first one after it is back should come soon:
+    # the delay grows to this at most (to ``cap`` when that is lower).
+    down_cap: float = 2.0
     factor: float = 2.0
     rng: random.Random = field(default_factory=random.Random)
     failures: int = 0
 
-    def next_delay(self, retry_after: float | None = None) -> float:
-        """Seconds to wait after one more failure.
+    def next_delay(self, retry_after: float | None = None, *, down: bool = False) -> float:
+        """Seconds to wait after one more failure (``down``: the master took no connection).
 
-        The delay grows ``initial * factor**n`` up to ``cap``; the wait is drawn from its
-        upper half, so it never collapses to zero. A Retry-After the master sent is a
-        floor: we never come back earlier than it asked.
+        The delay grows ``initial * factor**n`` up to ``cap`` (``down_cap`` when down);
+        the wait is drawn from its upper half, so it never collapses to zero. A
+        Retry-After the master sent is a floor: we never come back earlier than it asked.
         """
-        ceiling = min(self.cap, self.initial * self.factor ** min(self.failures, 64))
+        cap = min(self.cap, self.down_cap) if down else self.cap
+        ceiling = min(cap, self.initial * self.factor ** min(self.failures, 64))
         self.failures += 1
         delay = self.rng.uniform(ceiling / 2, ceiling)
         if retry_after is not None:

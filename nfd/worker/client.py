@@ -8,6 +8,7 @@ projected tokens in place.
 
 from __future__ import annotations
 
+import errno
 import http.client
 import json
 import logging
@@ -26,7 +27,13 @@ DEFAULT_TIMEOUT = 10.0
 
 
 class MasterUnreachable(Exception):
-    """No answer from the master: refused, reset, timed out, TLS failure, bad reply."""
+    """No answer from the master: refused, reset, timed out, TLS failure, bad reply.
+    ``down``: nothing took the connection (refused, reset, no route, no such name): the
+    master is restarting or not Ready yet, and asking again costs it nothing."""
+
+    def __init__(self, message: str, *, down: bool = False) -> None:
+        super().__init__(message)
+        self.down = down
 
 
 @dataclass(frozen=True)
@@ -160,15 +167,15 @@ class MasterClient:
         except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
             self.close()
             if not reused:
-                raise MasterUnreachable(_describe(e)) from None
+                raise _unreachable(e) from None
         except (OSError, http.client.HTTPException) as e:
             self.close()
-            raise MasterUnreachable(_describe(e)) from None
+            raise _unreachable(e) from None
         try:
             return self._send(method, path, data)
         except (OSError, http.client.HTTPException) as e:
             self.close()
-            raise MasterUnreachable(_describe(e)) from None
+            raise _unreachable(e) from None
 
     def _send(self, method: str, path: str, data: bytes) -> Reply:
         conn = self._connect()
@@ -215,6 +222,13 @@ def _closed_by_peer(conn: http.client.HTTPConnection) -> bool:
     except (OSError, ValueError):
         return True
     return bool(readable)
+
+
+def _unreachable(e: BaseException) -> MasterUnreachable:
+    down = isinstance(e, ConnectionRefusedError | ConnectionResetError | socket.gaierror) or (
+        isinstance(e, OSError) and e.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH)
+    )
+    return MasterUnreachable(_describe(e), down=down)
 
 
 def _describe(e: BaseException) -> str:

@@ -88,6 +88,7 @@ class Worker:
         self._groups = GroupCache(per_name=1)
         self._lock = threading.Lock()  # passes never overlap, whoever calls them
         self.passes = 0
+        self._unreachable_reason = ""  # the last "unreachable" logged at WARNING, until a success
         self.last_pass_end: float | None = None  # time.monotonic()
         self.pass_started: float | None = None
 
@@ -138,7 +139,7 @@ class Worker:
                     return self._failure("heartbeat", reply)
             reply = self.client.put_features(self.node, self._body(features, digest))
         except MasterUnreachable as e:
-            return self._unreachable(str(e))
+            return self._unreachable(e)
         if not reply.ok:
             return self._failure("features", reply)
         self._accepted = key
@@ -164,6 +165,7 @@ class Worker:
 
     # -- outcomes -------------------------------------------------------------------
     def _success(self, sent: str, what: str) -> Outcome:
+        self._unreachable_reason = ""
         if self.backoff.failures:
             log.warning(
                 "master %s answers again after %d failed attempt(s)",
@@ -173,15 +175,20 @@ class Worker:
         self.backoff.reset()
         return Outcome(True, sent, what)
 
-    def _unreachable(self, why: str) -> Outcome:
+    def _unreachable(self, e: MasterUnreachable) -> Outcome:
         self._count("any", "unreachable")
-        delay = self.backoff.next_delay()
-        reason = f"master {self.client.base_url} unreachable: {why}"
+        delay = self.backoff.next_delay(down=e.down)
+        reason = f"master {self.client.base_url} unreachable: {e}"
         if not self.oneshot:
-            log.warning("%s; retrying in %.1fs", reason, delay)
+            # Said when it starts or changes; a master away for long is retried every
+            # few seconds, and its return is logged (_success).
+            level = logging.WARNING if reason != self._unreachable_reason else logging.DEBUG
+            log.log(level, "%s; retrying in %.1fs", reason, delay)
+        self._unreachable_reason = reason
         return Outcome(False, "", reason, retry_in=delay)
 
     def _failure(self, kind: str, reply: Reply) -> Outcome:
+        self._unreachable_reason = ""
         reason = f"master refused the {kind}: {reply.reason()}"
         if reply.status in _RETRY_STATUSES or reply.status >= 500:
             self._count(kind, "retry")

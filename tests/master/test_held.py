@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from types import SimpleNamespace
@@ -89,27 +90,55 @@ def test_the_leader_keeps_what_it_got_since_over_what_a_follower_held(fake_api):
         assert len(fake_api.log.records(verb="patch", resource="nodes")) == 1
 
 
-def test_what_a_follower_held_for_an_unreachable_leader_is_retried_until_taken(fake_api, caplog):
+def test_what_a_follower_held_for_an_unreachable_leader_is_retried_until_taken(fake_api):
+    fake_api.create_node("n1")
+    with kube_master(fake_api, leader__enabled=True, leader__identity="a") as a:
+        wait_for(lambda: a.runtime.elector.leader, what="a leads")
+        url, a.runtime.elector.advertise_url = a.runtime.elector.advertise_url, "http://127.0.0.1:9"
+        with kube_master(fake_api, leader__enabled=True, leader__identity="b") as b:
+            wait_for(
+                lambda: b.runtime.leader_url() == "http://127.0.0.1:9", what="b sees a's unreachable URL"
+            )
+            assert b.put("n1", {"x": "1"}).headers["x-nfd-outcome"] == "held"
+            failed = b.runtime.replica.failures
+            # A whole round since (its hand-over first) could not reach a.
+            wait_for(lambda: b.runtime.replica.failures >= failed + 2, what="a failed hand-over")
+            assert b.runtime.replica.held
+            a.runtime.elector.advertise_url = url
+            wait_for(lambda: fake_api.labels("n1").get(f"{FNS}/fixture-x") == "1", what="a writes n1")
+            wait_for(lambda: not b.runtime.replica.held, what="b holds nothing for a")
+
+
+def test_an_unreachable_leader_is_logged_as_it_starts_and_as_it_ends(fake_api, caplog):
+    # Fails on main: a line for every forward and every replication round.
     fake_api.create_node("n1")
     with kube_master(fake_api, leader__enabled=True, leader__identity="a") as a:
         wait_for(lambda: a.runtime.elector.leader, what="a leads")
         url, a.runtime.elector.advertise_url = a.runtime.elector.advertise_url, "http://127.0.0.1:9"
         with (
             kube_master(fake_api, leader__enabled=True, leader__identity="b") as b,
-            caplog.at_level(logging.INFO, logger="nfd.master.replica"),
+            caplog.at_level(logging.INFO, logger="nfd.master"),
         ):
-            wait_for(
-                lambda: b.runtime.leader_url() == "http://127.0.0.1:9", what="b sees a's unreachable URL"
-            )
-            assert b.put("n1", {"x": "1"}).headers["x-nfd-outcome"] == "held"
-            wait_for(
-                lambda: any("1 node held for it" in r.message for r in caplog.records),
-                what="a failed hand-over",
-            )
-            assert b.runtime.replica.held
+            wait_for(lambda: b.runtime.leader_url() == "http://127.0.0.1:9", what="b sees a's URL")
+            for x in range(3):
+                assert b.put("n1", {"x": str(x)}).headers["x-nfd-outcome"] == "held"
+            failed = b.runtime.replica.failures
+            wait_for(lambda: b.runtime.replica.failures >= failed + 3, what="three more rounds fail")
             a.runtime.elector.advertise_url = url
-            wait_for(lambda: fake_api.labels("n1").get(f"{FNS}/fixture-x") == "1", what="a writes n1")
-            wait_for(lambda: not b.runtime.replica.held, what="b holds nothing for a")
+            wait_for(lambda: not b.runtime.replica.held, what="b hands n1 over")
+    lines = [
+        (r.levelname, r.getMessage())
+        for r in caplog.records
+        if r.name in ("nfd.master.peers", "nfd.master.replica", "nfd.master.forward")
+    ]
+    assert len(lines) == 2, lines
+    (start_level, start), (end_level, end) = lines
+    assert start_level == "WARNING" and start.startswith("cannot reach the leader at http://127.0.0.1:9: ")
+    assert end_level == "INFO" and end.startswith(
+        "cannot reach the leader at http://127.0.0.1:9: over after "
+    )
+    tries = int(re.search(r"and (\d+) failed tries", end).group(1))  # type: ignore[union-attr]
+    assert tries >= 6  # three forwards, three rounds at least
 
 
 def test_a_follower_that_takes_over_has_nothing_to_hand_over(fake_api):

@@ -1,17 +1,16 @@
 """A rolling update of the master Deployment with real `nfd master` processes against the
 fake API server, 1,000 nodes posting throughout: the old leader and the follower are
 replaced one by one by new pods (maxSurge 1, maxUnavailable 0), each old pod drained
-with SIGTERM. Nothing is lost, no label flaps, no worker has to resend."""
+with SIGTERM. Nothing is lost, no label flaps, no worker has to resend.
+
+Each pod has its own pod-IP-like address, which the certificate the masters make and
+share does not name: followers verify the leader by the Service's name, as in a cluster."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import signal
-import socket
-import subprocess
-import sys
+import ssl
 import textwrap
 import threading
 import time
@@ -21,8 +20,8 @@ from typing import Any
 import httpx
 
 from nfd.features import Features
+from tests.master.replicas import BY_SERVICE, Pod
 
-REPO = Path(__file__).resolve().parents[2]
 FNS = "feature.node.kubernetes.io"
 NODES = 1000
 RULE = textwrap.dedent("""
@@ -39,12 +38,6 @@ RULE = textwrap.dedent("""
 """)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class ClusterCA:
     """The CA the masters publish in their ConfigMap (as workers mount it), once there."""
 
@@ -58,51 +51,6 @@ class ClusterCA:
             cm = self.fake_api.objects.get("configmaps", "nfd-master-ca", "node-feature-discovery")
             self.path.write_text(cm["data"]["ca.crt"])
         return str(self.path)
-
-
-class Pod:
-    """One master replica as the Deployment runs it: its own name and IP (loopback),
-    serving HTTPS with the certificate the replicas share (so followers forward over TLS)."""
-
-    def __init__(self, name: str, kubeconfig: Path, rules: Path, log_dir: Path, ca: ClusterCA) -> None:
-        self.name = name
-        self.port = _free_port()
-        self.url = f"https://127.0.0.1:{self.port}"
-        self.ca = ca
-        env = dict(os.environ, POD_NAME=name, POD_IP="127.0.0.1", POD_NAMESPACE="node-feature-discovery",
-                   PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                   NFD_MASTER_LEADER__RETRY_PERIOD_S="0.5",
-                   NFD_MASTER_LEADER__REPLICATE_INTERVAL_S="0.5")  # fmt: skip
-        cmd = [sys.executable, "-m", "nfd", "--log-level", "info", "master", "--host", "127.0.0.1",
-               "--port", str(self.port), "--kubeconfig", str(kubeconfig), "--no-auth",
-               "--enable-leader-election", "--no-rule-watch", "--rules-dir", str(rules)]  # fmt: skip
-        self.log = log_dir / f"{name}.log"
-        with self.log.open("w") as f:
-            self.proc = subprocess.Popen(cmd, env=env, stderr=f, stdout=f)
-
-    def readyz(self) -> dict[str, Any] | None:
-        ca = self.ca.file()
-        if ca is None:
-            return None
-        try:
-            r = httpx.get(self.url + "/readyz", timeout=2, verify=ca)
-        except httpx.HTTPError:
-            return None
-        return r.json() if r.status_code == 200 else None
-
-    def wait_ready(self, timeout: float = 180) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.readyz() is not None:
-                return
-            assert self.proc.poll() is None, self.log.read_text()
-            time.sleep(0.1)
-        raise AssertionError(f"{self.name} not Ready:\n{self.log.read_text()[-3000:]}")
-
-    def drain(self) -> int:
-        """What eviction does: SIGTERM, then wait for the exit."""
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(30)
 
 
 class Fleet:
@@ -135,14 +83,18 @@ class Fleet:
             try:
                 if n in self.digest:
                     r = await client.post(
-                        f"{pod.url}/api/v1/nodes/{n}/heartbeat", json={"digest": self.digest[n]}
+                        f"{pod.url}/api/v1/nodes/{n}/heartbeat",
+                        json={"digest": self.digest[n]},
+                        extensions=BY_SERVICE,
                     )
                     if r.status_code == 200:
                         return
                     if r.status_code != 409:
                         raise httpx.HTTPError(f"heartbeat {r.status_code}")
                     self.resends += 1
-                r = await client.put(f"{pod.url}/api/v1/nodes/{n}/features", json=self.body[n])
+                r = await client.put(
+                    f"{pod.url}/api/v1/nodes/{n}/features", json=self.body[n], extensions=BY_SERVICE
+                )
                 if r.status_code != 200:
                     raise httpx.HTTPError(f"features {r.status_code}")
                 self.puts += 1
@@ -158,7 +110,7 @@ class Fleet:
 
     async def round(self, ca: str) -> None:
         sem = asyncio.Semaphore(16)
-        async with httpx.AsyncClient(timeout=10, verify=ca) as client:
+        async with httpx.AsyncClient(timeout=10, verify=ssl.create_default_context(cafile=ca)) as client:
 
             async def one(n: str) -> None:
                 async with sem:
@@ -215,7 +167,8 @@ def test_rolling_update_and_drain_lose_nothing_and_flap_nothing(fake_api, tmp_pa
     pods: list[Pod] = []
 
     def pod(name: str) -> Pod:
-        p = Pod(name, kubeconfig, rules, tmp_path, ca)
+        ip = f"127.0.0.{len(pods) + 2}"  # as pod IPs: a new one for each pod
+        p = Pod(name, ip, kubeconfig, tmp_path, ca.file, "--rules-dir", str(rules))
         pods.append(p)
         return p
 
@@ -266,11 +219,11 @@ def test_rolling_update_and_drain_lose_nothing_and_flap_nothing(fake_api, tmp_pa
         assert leader is not None and leader.name.startswith("nfd-master-new")
         view, cont = [], None
         while cont != "":  # every page, as a Kubernetes client would
-            page = httpx.get(
-                leader.url + "/api/v1/nodes",
+            page = leader.request(
+                "GET",
+                "/api/v1/nodes",
                 params={"limit": 500, **({"continue": cont} if cont else {})},
                 timeout=120,
-                verify=str(ca.file()),
             ).json()
             view += page["items"]
             cont = page["metadata"]["continue"]
@@ -291,6 +244,4 @@ def test_rolling_update_and_drain_lose_nothing_and_flap_nothing(fake_api, tmp_pa
     finally:
         watcher.stop.set()
         for p in pods:
-            if p.proc.poll() is None:
-                p.proc.kill()
-                p.proc.wait(10)
+            p.kill()

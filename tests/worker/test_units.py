@@ -4,7 +4,9 @@ device-plugin resource names."""
 from __future__ import annotations
 
 import json
+import logging
 import random
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -217,6 +219,52 @@ def test_backoff_grows_to_its_cap_with_jitter() -> None:
     assert b.next_delay(retry_after=10**6) == 600  # an absurd Retry-After is bounded
     b.reset()
     assert b.next_delay() <= 1
+
+
+def test_a_master_that_takes_no_connection_is_retried_every_few_seconds() -> None:
+    b = Backoff(initial=1, cap=60, rng=random.Random(7))
+    down = [b.next_delay(down=True) for _ in range(20)]
+    assert all(0.5 <= d <= 2 for d in down) and max(down) > 1.5
+    assert 30 <= b.next_delay() <= 60  # busy (5xx, 429) after that: the full cap
+    assert Backoff(cap=0.5, rng=random.Random(7)).next_delay(down=True) <= 0.5  # a lower cap wins
+
+
+def test_a_restarting_master_is_found_soon_and_a_busy_one_is_left_alone(
+    scripted: Scripted, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Fails on main: while the master refused connections the waits grew 1, 2, 4, 8 ... s
+    # (to 60), so a master Ready again was found up to a minute late.
+    w = make_worker(f"http://127.0.0.1:{free_port()}", tmp_path)
+    with caplog.at_level(logging.DEBUG, logger="nfd.worker.loop"):
+        waits = [w.run_pass().retry_in for _ in range(12)]
+    # Each retry comes within 2 s of the last: the labels are sent again within 2 s (and
+    # a pass) of the master being back, however long it was away.
+    assert all(wait is not None and 0.5 <= wait <= 2 for wait in waits), waits
+    said = [r.levelname for r in caplog.records if "unreachable" in r.getMessage()]
+    assert said == ["WARNING"] + ["DEBUG"] * 11  # once as it starts, not every 2 s
+    # A master that answers 503 is busy: it gets the long backoff, as before.
+    w.client = MasterClient(scripted.url)
+    scripted.answers = [(503, {"detail": "busy"}, {})]
+    assert (w.run_pass().retry_in or 0) > 2
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="nfd.worker.loop"):
+        assert w.run_pass().delivered
+    assert [r.getMessage() for r in caplog.records] == [
+        f"master {scripted.url} answers again after 13 failed attempt(s)"
+    ]
+
+
+def test_only_a_connection_nobody_took_means_down(tmp_path: Path) -> None:
+    with pytest.raises(MasterUnreachable) as refused:
+        MasterClient(f"http://127.0.0.1:{free_port()}").heartbeat("n", "d")
+    assert refused.value.down
+    with socket.socket() as silent:  # listens, never answers: busy or stuck, not down
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        client = MasterClient(f"http://127.0.0.1:{silent.getsockname()[1]}", timeout=0.2)
+        with pytest.raises(MasterUnreachable, match="timed out") as timed_out:
+            client.heartbeat("n", "d")
+    assert not timed_out.value.down
 
 
 def test_debouncer_folds_a_burst_into_one_call() -> None:
