@@ -137,7 +137,6 @@ class ResourceState:
         with self._cond:
             return list(self._reason)
 
-<<<<<<< HEAD
     def health(self) -> list[tuple[str | None, float]]:
         """Per physical device: (why unusable or None, Unix time of its last change)."""
         with self._cond:
@@ -151,13 +150,12 @@ class ResourceState:
                 for pid, r, t in zip(self.physical_ids, self._reason, self._since, strict=True)
                 if r is not None
             ]
-=======
+
     def found(self) -> list[tuple[str, FoundDevice]]:
         """(physical ID, device as the kind last saw it, without the resource's edits):
         what a new state over some of these devices starts from."""
         with self._cond:
             return list(zip(self.physical_ids, self._base, strict=True))
->>>>>>> wt-gcdra
 
     # -- health ------------------------------------------------------------------------
     def _check(

@@ -11,12 +11,8 @@ from typing import Any
 
 from nfd.devices.health import HealthMonitor
 from nfd.devices.inventory import ResourceState, close_states
-<<<<<<< HEAD
-from nfd.dra.slices import DraInventory, TaintPolicy
-=======
 from nfd.devices.model import FoundDevice
-from nfd.dra.slices import DraInventory
->>>>>>> wt-gcdra
+from nfd.dra.slices import DraInventory, TaintPolicy
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 
