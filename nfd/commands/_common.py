@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     import argparse
     import logging
     from collections.abc import Callable
+    from typing import Any
 
     from nfd.config import WorkerConfig
     from nfd.hostroot import HostRoot
@@ -115,6 +116,22 @@ def add_kubeconfig_argument(
     p: argparse.ArgumentParser, help_text: str = "kubeconfig (default: in-cluster, then $KUBECONFIG)"
 ) -> None:
     p.add_argument("--kubeconfig", metavar="FILE", help=help_text)
+
+
+def api_client(kubeconfig: str | None, pool_size: int) -> Any:
+    """An ApiClient from ``--kubeconfig`` (else in-cluster, then $KUBECONFIG); CliError
+    when the file is missing, no cluster is configured or the config is unusable."""
+    from pathlib import Path
+
+    from nfd.cli import CliError
+    from nfd.master.kube import NoClusterError, load_api_client
+
+    if kubeconfig and not Path(kubeconfig).is_file():
+        raise CliError(f"--kubeconfig {kubeconfig}: no such file")
+    try:
+        return load_api_client(Path(kubeconfig) if kubeconfig else None, pool_size)
+    except (NoClusterError, ValueError) as e:
+        raise CliError(str(e)) from None
 
 
 def add_port_argument(p: argparse.ArgumentParser, *, serves: str, default: str) -> None:

@@ -69,19 +69,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _nodes(args: argparse.Namespace) -> int:
-    from nfd.cli import CliError
     from nfd.kubectl import story
-    from nfd.kubectl.access import AccessError, Cluster
+    from nfd.kubectl.access import AccessError, session
 
-    cluster = Cluster.from_args(args)
     source, why = "master", ""
-    try:
-        wanted = None
-        if args.selector:
-            wanted = {
-                str(n["metadata"]["name"])
-                for n in cluster.pages("/api/v1/nodes", {"labelSelector": args.selector})
-            }
+    with session(args) as cluster:
+        wanted = cluster.node_names(args.selector)
         try:
             rows = [
                 story.row_from_master(item)
@@ -94,12 +87,6 @@ def _nodes(args: argparse.Namespace) -> int:
             query = {"labelSelector": args.selector} if args.selector else {}
             rows = [story.row_from_node(n) for n in cluster.pages("/api/v1/nodes", query)]
         leader = cluster.leader()
-    except AccessError as e:
-        if e.status == 400 and args.selector:
-            raise CliError(f"--selector {args.selector!r}: {e}") from None
-        raise CliError(str(e), code=1) from None
-    finally:
-        cluster.close()
     if args.output == "json":
         doc = {"source": source, "leader": leader, "nodes": [r.to_dict() for r in rows]}
         if why:
@@ -116,14 +103,13 @@ def _nodes(args: argparse.Namespace) -> int:
 def _node(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
     from nfd.kubectl import story
-    from nfd.kubectl.access import AccessError, Cluster
+    from nfd.kubectl.access import AccessError, session
     from nfd.master.api.models import node_name_problem
 
     problem = node_name_problem(args.name)
     if problem:
         raise CliError(problem)
-    cluster = Cluster.from_args(args)
-    try:
+    with session(args) as cluster:
         try:
             doc = cluster.master(f"/api/v1/nodes/{args.name}")
         except AccessError as e:
@@ -136,10 +122,6 @@ def _node(args: argparse.Namespace) -> int:
                 print(f"kubectl nfd: warning: {e}; showing what the Node object holds", file=sys.stderr)
                 sys.stdout.write(story.node_text_from_object(node))
             return 0
-    except AccessError as e:
-        raise CliError(str(e), code=1) from None
-    finally:
-        cluster.close()
     if args.output == "json":
         print(json.dumps(doc, indent=2))
     else:

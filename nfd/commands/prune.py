@@ -35,26 +35,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
     import sys
-    from pathlib import Path
 
     from nfd.cli import CliError
+    from nfd.commands._common import api_client
     from nfd.devices.config import DEFAULT_DRIVER_NAME, driver_name_error
-    from nfd.master.kube import KubeApi, KubeError, NoClusterError, load_api_client
+    from nfd.master.kube import KubeApi, KubeError
     from nfd.master.prune import Pruner
     from nfd.master.settings import KubeSettings
 
-    if args.kubeconfig and not Path(args.kubeconfig).is_file():
-        raise CliError(f"--kubeconfig {args.kubeconfig}: no such file")
     drivers = tuple(dict.fromkeys(args.dra_driver or [DEFAULT_DRIVER_NAME]))
     for d in drivers:
         if err := driver_name_error(d):
             raise CliError(f"--dra-driver: {err}")
     settings = KubeSettings()
-    try:
-        client = load_api_client(Path(args.kubeconfig) if args.kubeconfig else None, settings.parallelism + 6)
-    except (NoClusterError, ValueError) as e:
-        raise CliError(str(e)) from None
-    api = KubeApi(client, settings)
+    api = KubeApi(api_client(args.kubeconfig, settings.parallelism + 6), settings)
     pruner = Pruner(
         api,
         dry_run=args.dry_run,

@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
 def _cluster(args: argparse.Namespace, policy: Policy, problems: list[str]) -> int:
     from nfd.cli import CliError
     from nfd.kubectl import clustertest
-    from nfd.kubectl.access import AccessError, Cluster
+    from nfd.kubectl.access import session
     from nfd.rules import API_GROUP, KIND
 
     if args.explain:
@@ -151,29 +151,17 @@ def _cluster(args: argparse.Namespace, policy: Policy, problems: list[str]) -> i
     proposed = [d for path in args.rules for d in _read_yaml(path)]
     for problem in problems:
         print(f"nfd rules test: {'error' if args.strict else 'warning'}: {problem}", file=sys.stderr)
-    cluster = Cluster.from_args(args)
-    try:
+    with session(args) as cluster:
         objects = [
             {"apiVersion": f"{API_GROUP}/v1alpha1", "kind": KIND, **o}
             for o in cluster.pages(f"/apis/{API_GROUP}/v1alpha1/{RULES_PLURAL}")
         ]
-        wanted = None
-        if args.selector:
-            wanted = {
-                str(n["metadata"]["name"])
-                for n in cluster.pages("/api/v1/nodes", {"labelSelector": args.selector})
-            }
+        wanted = cluster.node_names(args.selector)
         before = clustertest.rulesets(objects)
         after = clustertest.rulesets(clustertest.overlay(objects, proposed))
         diffs = list(
             clustertest.diff_pages(cluster.master_pages("/api/v1/features"), before, after, policy, wanted)
         )
-    except AccessError as e:
-        if e.status == 400 and args.selector:
-            raise CliError(f"--selector {args.selector!r}: {e}") from None
-        raise CliError(str(e), code=1) from None
-    finally:
-        cluster.close()
     if args.output == "json":
         sys.stdout.write(clustertest.to_json(diffs) + "\n")
     else:

@@ -18,8 +18,9 @@ import json
 import ssl
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -75,16 +76,11 @@ class Cluster:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Cluster:
         from nfd.cli import CliError
-        from nfd.master.kube import NoClusterError, load_api_client
+        from nfd.commands._common import api_client
 
-        if args.kubeconfig and not Path(args.kubeconfig).is_file():
-            raise CliError(f"--kubeconfig {args.kubeconfig}: no such file")
         if args.master_ca and not args.master_url:
             raise CliError("--master-ca goes with --master-url")
-        try:
-            client = load_api_client(Path(args.kubeconfig) if args.kubeconfig else None, 8)
-        except (NoClusterError, ValueError) as e:
-            raise CliError(str(e)) from None
+        client = api_client(args.kubeconfig, 8)
         return cls(client, args.namespace, args.master_url, args.master_ca, args.token)
 
     def close(self) -> None:
@@ -123,6 +119,12 @@ class Cluster:
             cont = (page.get("metadata") or {}).get("continue") or ""
             if not cont:
                 return
+
+    def node_names(self, selector: str) -> set[str] | None:
+        """The names of the Nodes ``selector`` selects; None (every node) when it is empty."""
+        if not selector:
+            return None
+        return {str(n["metadata"]["name"]) for n in self.pages("/api/v1/nodes", {"labelSelector": selector})}
 
     def leader(self) -> str:
         """The master replica holding the lease ("" when none is known)."""
@@ -193,6 +195,25 @@ class Cluster:
             raise AccessError(f"ConfigMap {self.namespace}/{CA_CONFIGMAP} has no ca.crt")
         ctx = ssl.create_default_context(cadata=pem)
         return ctx
+
+
+@contextmanager
+def session(args: argparse.Namespace) -> Iterator[Cluster]:
+    """The caller's cluster for one command, closed after it. An AccessError leaving the
+    block becomes a one-line CliError: a usage error when the API server could not parse
+    ``--selector``, exit 1 otherwise."""
+    from nfd.cli import CliError
+
+    cluster = Cluster.from_args(args)
+    try:
+        yield cluster
+    except AccessError as e:
+        selector = getattr(args, "selector", "")
+        if e.status == 400 and selector:
+            raise CliError(f"--selector {selector!r}: {e}") from None
+        raise CliError(str(e), code=1) from None
+    finally:
+        cluster.close()
 
 
 def _reason(data: bytes, status: int) -> str:
