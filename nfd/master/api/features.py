@@ -6,15 +6,13 @@ distinct groups, served as the store holds them (decompressed, never parsed)."""
 
 from __future__ import annotations
 
-import asyncio
-import bisect
 import json
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
 from nfd.master.api.deps import ReadsNodeList, RuntimeDep
-from nfd.master.api.nodes import MAX_LIMIT, READ_ERRORS, encode_continue
+from nfd.master.api.nodes import MAX_LIMIT, READ_ERRORS, ContinueToken, chunks, name_page
 
 router = APIRouter(prefix="/api/v1/features", tags=["nodes"])
 
@@ -27,15 +25,7 @@ async def list_features(
     request: Request,
     rt: RuntimeDep,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="nodes per page")] = DEFAULT_LIMIT,
-    continue_: Annotated[
-        str,
-        Query(
-            alias="continue",
-            max_length=506,
-            pattern="^([0-9a-f]{2})*$",
-            description="`metadata.continue` of the previous page",
-        ),
-    ] = "",
+    continue_: ContinueToken = "",
 ) -> Response:
     """The nodes' features in name order, ``limit`` at a time (needs ``list nodes``).
     ``items[].groups`` maps ``kind/name`` (``attributes/kernel.version``) to a hash;
@@ -45,18 +35,13 @@ async def list_features(
     NodeFeature objects ask for."""
     store = rt.service.store
     async with request.app.state.page_builds:
-        names = sorted(store.nodes)
-        last = bytes.fromhex(continue_).decode("utf-8", "replace")
-        start = bisect.bisect_right(names, last) if continue_ else 0
-        page = names[start : start + limit]
+        page, meta = name_page(store.nodes, continue_, limit)
         items: list[str] = []
         groups: dict[str, bytes] = {}
         # Built-in label sets, once a page: nodes of a kind share one decision.
         label_sets: dict[int, tuple[str, bytes]] = {}
-        for i in range(0, len(page), _CHUNK):
-            if i:
-                await asyncio.sleep(0)
-            for name in page[i : i + _CHUNK]:
+        async for chunk in chunks(page, _CHUNK):
+            for name in chunk:
                 rec = store.get(name)
                 if rec is None or rec.digest not in store.features:
                     continue
@@ -82,8 +67,6 @@ async def list_features(
                         }
                     )
                 )
-    remaining = len(names) - start - len(page)
-    meta = {"continue": encode_continue(page[-1]) if remaining > 0 else "", "remainingItemCount": remaining}
     body = b"".join(
         [
             b'{"items": [',

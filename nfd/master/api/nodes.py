@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import json
+from collections.abc import AsyncIterator, Iterable
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
@@ -33,6 +34,40 @@ def encode_continue(last: str) -> str:
     return last.encode().hex()
 
 
+ContinueToken = Annotated[
+    str,
+    Query(
+        alias="continue",
+        max_length=506,
+        pattern="^([0-9a-f]{2})*$",
+        description="`metadata.continue` of the previous page",
+    ),
+]
+
+
+def name_page(names: Iterable[str], continue_: str, limit: int) -> tuple[list[str], dict[str, object]]:
+    """One page of node names in name order: at most ``limit`` after the page that
+    ``continue_`` ended, and the page's ``metadata`` (the next token, how many remain)."""
+    ordered = sorted(names)
+    last = bytes.fromhex(continue_).decode("utf-8", "replace")
+    start = bisect.bisect_right(ordered, last) if continue_ else 0
+    page = ordered[start : start + limit]
+    remaining = len(ordered) - start - len(page)
+    return page, {
+        "continue": encode_continue(page[-1]) if remaining > 0 else "",
+        "remainingItemCount": remaining,
+    }
+
+
+async def chunks(names: list[str], size: int) -> AsyncIterator[list[str]]:
+    """``names`` ``size`` at a time with a turn of the event loop between, so that
+    heartbeats are answered while a page is built."""
+    for i in range(0, len(names), size):
+        if i:
+            await asyncio.sleep(0)
+        yield names[i : i + size]
+
+
 READ_ERRORS: dict[int | str, dict[str, object]] = {
     401: {"model": Problem, "description": "no token, or the token is not valid"},
     403: {"model": Problem, "description": "the token's user may not read nodes (RBAC: get/list nodes)"},
@@ -45,15 +80,7 @@ async def list_nodes(
     request: Request,
     rt: RuntimeDep,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="nodes per page")] = DEFAULT_LIMIT,
-    continue_: Annotated[
-        str,
-        Query(
-            alias="continue",
-            max_length=506,
-            pattern="^([0-9a-f]{2})*$",
-            description="`metadata.continue` of the previous page",
-        ),
-    ] = "",
+    continue_: ContinueToken = "",
 ) -> Response:
     """The nodes the master holds features for, in name order, ``limit`` at a time (as
     the Kubernetes API pages: follow ``metadata.continue`` until it is empty). Nodes
@@ -62,19 +89,10 @@ async def list_nodes(
     # readers wait their turn instead of holding every page in memory, and heartbeats
     # are answered between the chunks.
     async with request.app.state.page_builds:
-        names = sorted(rt.service.store.nodes)
-        last = bytes.fromhex(continue_).decode("utf-8", "replace")
-        start = bisect.bisect_right(names, last) if continue_ else 0
-        page = names[start : start + limit]
+        page, meta = name_page(rt.service.store.nodes, continue_, limit)
         items: list[bytes] = []
-        for i in range(0, len(page), _CHUNK):
-            if i:
-                await asyncio.sleep(0)
-            items += [
-                status_json(rec) for n in page[i : i + _CHUNK] if (rec := rt.service.store.get(n)) is not None
-            ]
-    remaining = len(names) - start - len(page)
-    meta = {"continue": encode_continue(page[-1]) if remaining > 0 else "", "remainingItemCount": remaining}
+        async for chunk in chunks(page, _CHUNK):
+            items += [status_json(rec) for n in chunk if (rec := rt.service.store.get(n)) is not None]
     body = b'{"items": [' + b", ".join(items) + b'], "metadata": ' + json.dumps(meta).encode() + b"}"
     return Response(body, media_type="application/json")
 
