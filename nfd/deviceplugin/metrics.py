@@ -6,9 +6,8 @@ the health monitor's series (``nfd.devices.metrics``)."""
 
 from __future__ import annotations
 
-from nfd import __version__
 from nfd.devices.metrics import HealthMetrics
-from nfd.worker.promtext import Counter, Gauge, Registry, now
+from nfd.worker.promtext import Counter, Registry, build_info
 
 # The kubelet calls counted, as the ``operation`` label names them.
 OPERATIONS = ("allocate", "get_preferred_allocation", "list_and_watch", "pre_start_container")
@@ -17,12 +16,7 @@ OPERATIONS = ("allocate", "get_preferred_allocation", "list_and_watch", "pre_sta
 class DevicePluginMetrics:
     def __init__(self) -> None:
         self.registry = Registry()
-        build = Gauge(
-            "nfd_deviceplugin_build_info",
-            "Version from which Node Feature Discovery was built (the value: when it started).",
-            ["version"],
-        )
-        build.set(now(), version=__version__)
+        build = build_info("nfd_deviceplugin_build_info")
         self._requests = Counter(
             "nfd_deviceplugin_requests_total",
             "Calls from kubelet by resource and operation (a list_and_watch: one stream opened).",

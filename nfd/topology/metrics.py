@@ -4,19 +4,13 @@ served by the worker's status server: the updater runs on every node and stays l
 
 from __future__ import annotations
 
-from nfd import __version__
-from nfd.worker.promtext import Counter, Gauge, Registry, now
+from nfd.worker.promtext import Counter, Registry, build_info
 
 
 class TopologyMetrics:
     def __init__(self) -> None:
         self.registry = Registry()
-        build = Gauge(
-            "nfd_topology_updater_build_info",
-            "Version from which Node Feature Discovery was built (the value: when it started).",
-            ["version"],
-        )
-        build.set(now(), version=__version__)
+        build = build_info("nfd_topology_updater_build_info")
         self._scan_errors = Counter(
             "nfd_topology_updater_scan_errors_total",
             "Passes that could not read the pods' resource allocation from kubelet.",

@@ -13,8 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from nfd import __version__
-from nfd.worker.promtext import CONTENT_TYPE, Counter, Gauge, Histogram, Registry, now
+from nfd.worker.promtext import CONTENT_TYPE, Counter, Histogram, Registry, build_info
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +27,7 @@ class WorkerMetrics:
     def __init__(self, node: str) -> None:
         self.registry = Registry()
         self.node = node
-        build = Gauge(
-            "nfd_worker_build_info", "Version from which Node Feature Discovery was built.", ["version"]
-        )
-        build.set(now(), version=__version__)
+        build = build_info("nfd_worker_build_info", "Version from which Node Feature Discovery was built.")
         self._discovery = Histogram(
             "nfd_worker_feature_discovery_duration_seconds",
             "Time taken to discover features",

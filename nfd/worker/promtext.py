@@ -14,6 +14,8 @@ import threading
 import time
 from collections.abc import Sequence
 
+from nfd import __version__
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 Labels = tuple[tuple[str, str], ...]
@@ -59,53 +61,48 @@ class _Family:
         raise NotImplementedError
 
 
-class Gauge(_Family):
-    kind = "gauge"
+class _Single(_Family):
+    """A family of one sample per label set (gauges and counters)."""
 
     def __init__(self, name: str, help_text: str, label_names: Sequence[str] = ()) -> None:
         super().__init__(name, help_text, label_names)
         self._values: dict[Labels, float] = {}
+
+    def _add(self, amount: float, labels: dict[str, str]) -> None:
+        with self._lock:
+            key = self._key(labels)
+            self._values[key] = self._values.get(key, 0.0) + amount
+
+    def value(self, **labels: str) -> float:
+        with self._lock:
+            return self._values.get(self._key(labels), 0.0)
+
+    def lines(self) -> list[str]:
+        with self._lock:
+            items = list(self._values.items())
+        return [*self.header(), *(f"{self.name}{_labels(k)} {_value(v)}" for k, v in items)]
+
+
+class Gauge(_Single):
+    kind = "gauge"
 
     def set(self, value: float, **labels: str) -> None:
         with self._lock:
             self._values[self._key(labels)] = value
 
     def add(self, amount: float, **labels: str) -> None:
-        with self._lock:
-            key = self._key(labels)
-            self._values[key] = self._values.get(key, 0.0) + amount
-
-    def value(self, **labels: str) -> float:
-        with self._lock:
-            return self._values.get(self._key(labels), 0.0)
-
-    def lines(self) -> list[str]:
-        with self._lock:
-            items = list(self._values.items())
-        return [*self.header(), *(f"{self.name}{_labels(k)} {_value(v)}" for k, v in items)]
+        self._add(amount, labels)
 
 
-class Counter(_Family):
+class Counter(_Single):
     kind = "counter"
 
     def __init__(self, name: str, help_text: str, label_names: Sequence[str] = ()) -> None:
         # As prometheus-client writes the 0.0.4 text format: _total in TYPE and samples.
         super().__init__(name.removesuffix("_total") + "_total", help_text, label_names)
-        self._values: dict[Labels, float] = {}
 
     def inc(self, amount: float = 1.0, **labels: str) -> None:
-        with self._lock:
-            key = self._key(labels)
-            self._values[key] = self._values.get(key, 0.0) + amount
-
-    def value(self, **labels: str) -> float:
-        with self._lock:
-            return self._values.get(self._key(labels), 0.0)
-
-    def lines(self) -> list[str]:
-        with self._lock:
-            items = list(self._values.items())
-        return [*self.header(), *(f"{self.name}{_labels(k)} {_value(v)}" for k, v in items)]
+        self._add(amount, labels)
 
 
 class Histogram(_Family):
@@ -154,3 +151,13 @@ class Registry:
 
 def now() -> float:
     return time.time()
+
+
+def build_info(
+    name: str,
+    help_text: str = "Version from which Node Feature Discovery was built (the value: when it started).",
+) -> Gauge:
+    """The daemon's ``version`` gauge, its value the time it started."""
+    gauge = Gauge(name, help_text, ["version"])
+    gauge.set(now(), version=__version__)
+    return gauge
