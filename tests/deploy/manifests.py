@@ -11,6 +11,16 @@ def find(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     raise AssertionError(f"no {kind}/{name}")
 
 
+def rbac_rules(docs: list[dict[str, Any]], kind: str, name: str) -> set[tuple[str, str, tuple[str, ...]]]:
+    """The role's rules flattened: (API group, resource, sorted verbs) for each pair."""
+    return {
+        (g, r, tuple(sorted(rule["verbs"])))
+        for rule in find(docs, kind, name)["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
+
+
 def workloads(docs: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     for d in docs:
         if d["kind"] in ("Deployment", "DaemonSet", "StatefulSet", "Job", "Pod"):

@@ -11,7 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from deploy.conftest import DEPLOY, KUSTOMIZATIONS, OVERLAYS, PRUNE, REPO
-from deploy.manifests import containers, find, flag, pod_spec, workloads
+from deploy.manifests import containers, find, flag, pod_spec, rbac_rules, workloads
 
 from nfd.cli import CliError, build_parser
 
@@ -282,14 +282,7 @@ def test_env_vars_set_in_manifests_are_read_by_the_code(built: dict[str, list[di
 
 def test_master_rbac_is_exactly_what_it_needs(built: dict[str, list[dict[str, Any]]]) -> None:
     docs = built["default"]
-    cr = find(docs, "ClusterRole", "nfd-master")
-    rules = {
-        (g, r, tuple(sorted(rule["verbs"])))
-        for rule in cr["rules"]
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
-    }
-    assert rules == {
+    assert rbac_rules(docs, "ClusterRole", "nfd-master") == {
         ("", "nodes", ("get", "list", "patch", "watch")),
         ("", "nodes/status", ("patch",)),
         ("authentication.k8s.io", "tokenreviews", ("create",)),

@@ -7,7 +7,7 @@ from typing import Any
 
 import kubernetes_validate
 from deploy.conftest import PRUNE
-from deploy.manifests import containers, find, pod_spec, workloads
+from deploy.manifests import containers, find, pod_spec, rbac_rules, workloads
 
 Built = dict[str, list[dict[str, Any]]]
 
@@ -23,14 +23,7 @@ def test_prune_validates_strictly_offline(built: Built) -> None:
 
 def test_prune_rbac_is_exactly_what_prune_needs(built: Built) -> None:
     docs = built[PRUNE]
-    cr = find(docs, "ClusterRole", "nfd-prune")
-    rules = {
-        (g, r, tuple(sorted(rule["verbs"])))
-        for rule in cr["rules"]
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
-    }
-    assert rules == {
+    assert rbac_rules(docs, "ClusterRole", "nfd-prune") == {
         ("", "nodes", ("get", "list", "patch")),
         ("", "nodes/status", ("patch",)),
         ("nfd.k8s-sigs.io", "nodefeatures", ("delete", "list")),

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from deploy.conftest import build
-from deploy.manifests import find, flag, pod_spec
+from deploy.manifests import find, flag, pod_spec, rbac_rules
 
 
 @pytest.fixture(scope="module")
@@ -53,17 +53,10 @@ def test_only_the_updater_gets_an_api_token(docs: list[dict[str, Any]]) -> None:
 
 
 def test_rbac_is_exactly_what_the_updater_calls(docs: list[dict[str, Any]]) -> None:
-    role = find(docs, "ClusterRole", "nfd-topology-updater")
-    rules = {
-        (g, r): sorted(rule["verbs"])
-        for rule in role["rules"]
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
-    }
-    assert rules == {
-        ("topology.node.k8s.io", "noderesourcetopologies"): ["create", "get", "update"],
-        ("", "pods"): ["list", "watch"],
-        ("", "nodes"): ["get"],
+    assert rbac_rules(docs, "ClusterRole", "nfd-topology-updater") == {
+        ("topology.node.k8s.io", "noderesourcetopologies", ("create", "get", "update")),
+        ("", "pods", ("list", "watch")),
+        ("", "nodes", ("get",)),
     }
     binding = find(docs, "ClusterRoleBinding", "nfd-topology-updater")
     ds = updater(docs)
