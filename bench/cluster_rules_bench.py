@@ -25,7 +25,17 @@ import time
 from pathlib import Path
 
 import yaml
-from master_bench import Conn, cpu_s, env, features_template, free_port, pin_self, put_all, start_master, stop
+from master_bench import (
+    cpu_s,
+    env,
+    features_template,
+    free_port,
+    heartbeat_latencies,
+    pin_self,
+    put_all,
+    start_master,
+    stop,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 RULES = REPO / "bench" / "data" / "master-rules.yaml"
@@ -57,27 +67,7 @@ def proposed(tmp: Path) -> Path:
 def heartbeats_during(
     port: int, names: list[str], digests: dict[str, str], stop_flag: threading.Event
 ) -> list[float]:
-    lat: list[float] = []
-
-    async def run() -> None:
-        c = await Conn.open(port)
-        i = 0
-        try:
-            while not stop_flag.is_set():
-                name = names[i % len(names)]
-                t0 = time.perf_counter()
-                status, _ = await c.request(
-                    "POST", f"/api/v1/nodes/{name}/heartbeat", json.dumps({"digest": digests[name]}).encode()
-                )
-                lat.append(time.perf_counter() - t0)
-                assert status == 200
-                i += 1
-                await asyncio.sleep(0.002)
-        finally:
-            c.close()
-
-    asyncio.run(run())
-    return lat
+    return asyncio.run(heartbeat_latencies(port, names, digests, lambda: not stop_flag.is_set(), 0.002))
 
 
 def p(values: list[float], q: float) -> float:

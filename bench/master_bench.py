@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,30 @@ async def put_all(port: int, names: list[str], template: str, conns: int = 16) -
 
     await asyncio.gather(*(run() for _ in range(conns)))
     return digests
+
+
+async def heartbeat_latencies(
+    port: int, names: list[str], digests: dict[str, str], going: Callable[[], bool], pause: float
+) -> list[float]:
+    """Heartbeats on one connection, round the nodes while ``going()``, ``pause`` seconds
+    apart (a steady trickle, as a fleet sends them); each one's latency in seconds."""
+    c = await Conn.open(port)
+    lat: list[float] = []
+    i = 0
+    try:
+        while going():
+            name = names[i % len(names)]
+            t0 = time.perf_counter()
+            status, _ = await c.request(
+                "POST", f"/api/v1/nodes/{name}/heartbeat", json.dumps({"digest": digests[name]}).encode()
+            )
+            lat.append(time.perf_counter() - t0)
+            assert status == 200
+            i += 1
+            await asyncio.sleep(pause)
+    finally:
+        c.close()
+    return lat
 
 
 async def rate(port: int, make: Any, seconds: float, conns: int = 8) -> tuple[float, int]:

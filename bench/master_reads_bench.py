@@ -16,7 +16,16 @@ import statistics
 import time
 from pathlib import Path
 
-from master_bench import Conn, features_template, free_port, pin_self, put_all, start_master, stop
+from master_bench import (
+    Conn,
+    features_template,
+    free_port,
+    heartbeat_latencies,
+    pin_self,
+    put_all,
+    start_master,
+    stop,
+)
 
 RULES = Path(__file__).resolve().parent / "data"
 
@@ -50,24 +59,8 @@ async def walk(port: int, limit: int) -> tuple[int, list[float]]:
 
 
 async def heartbeats(port: int, names: list[str], digests: dict[str, str], seconds: float) -> list[float]:
-    c = await Conn.open(port)
-    lat: list[float] = []
     stop_at = time.monotonic() + seconds
-    i = 0
-    try:
-        while time.monotonic() < stop_at:
-            name = names[i % len(names)]
-            t0 = time.perf_counter()
-            status, _ = await c.request(
-                "POST", f"/api/v1/nodes/{name}/heartbeat", json.dumps({"digest": digests[name]}).encode()
-            )
-            lat.append(time.perf_counter() - t0)
-            assert status == 200
-            i += 1
-            await asyncio.sleep(0.001)  # a steady trickle, as a fleet sends them
-    finally:
-        c.close()
-    return lat
+    return await heartbeat_latencies(port, names, digests, lambda: time.monotonic() < stop_at, 0.001)
 
 
 async def during_reads(
