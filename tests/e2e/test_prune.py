@@ -138,7 +138,9 @@ def test_prune_deletes_the_workers_nodefeature_objects_only(e2e, tmp_path):
     api = custom(e2e)
     # As the worker writes them (nfd.nodefeature.for_worker), and one from GPU feature
     # discovery, which is not nfd's to delete.
-    objs = [for_worker(node=n, namespace=NAMESPACE, features=Features()) for n in (a, b)] + [gfd_object(a)]
+    objs = [for_worker(node=n, namespace=NAMESPACE, features=Features()) for n in (a, b)] + [
+        gfd_object(e2e, a)
+    ]
     for obj in objs:
         api.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, obj)
 
