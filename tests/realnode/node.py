@@ -124,8 +124,15 @@ class RealNode:
         (an overlay that leaves a namespaced object without one puts it there); returns
         seconds until every nfd pod is Ready."""
         started = time.monotonic()
-        self.kubectl("apply", "-k", str(overlay), timeout=180)
-        self.wait_ready(timeout=180)
+        try:
+            self.kubectl("apply", "-k", str(overlay), timeout=180)
+            self.wait_ready(timeout=180)
+        except BaseException:
+            # An install that failed leaves nothing behind for the next module.
+            self.kubectl(
+                "delete", "-k", str(overlay), "--ignore-not-found", "--wait=true", check=False, timeout=300
+            )
+            raise
         return time.monotonic() - started
 
     def wait_ready(self, timeout: float = 180) -> None:

@@ -81,7 +81,7 @@ def slices(node: RealNode) -> list[dict[str, Any]]:
 
 
 def published(node: RealNode) -> dict[str, bool]:
-    """Every published device of the node: name -> usable (present and not tainted)."""
+    """Every published device of the node: name -> usable (False: tainted)."""
     out: dict[str, bool] = {}
     for s in slices(node):
         if s["spec"].get("nodeName") != node.node_name:
@@ -120,6 +120,66 @@ def test_a_claim_template_pod_runs_with_its_device(real_node: RealNode, installe
     ]
     assert [f"dra-loop-{d}" for d in loops(out)] == allocated, (
         f"the pod got {loops(out)}, the claim was allocated {allocated}"
+    )
+
+
+def device_health_in_pod_status(node: RealNode, pod: str) -> dict[str, str]:
+    """What the kubelet shows of the pod's devices' health (its DRA health stream):
+    resourceID -> health, from status.containerStatuses[].allocatedResourcesStatus."""
+    status = node.get("pod", "-n", "default", pod).get("status", {})
+    return {
+        r["resourceID"]: r.get("health", "")
+        for c in status.get("containerStatuses", [])
+        for a in c.get("allocatedResourcesStatus") or []
+        for r in a.get("resources", [])
+    }
+
+
+def test_the_kubelet_shows_a_claimed_devices_health_in_the_pod(real_node: RealNode, installed: Path) -> None:
+    """The claim pod's device node moved away: its slice entry is tainted and the kubelet
+    (told through the health stream) shows it Unhealthy in the pod's status; moved
+    back: healthy, untainted."""
+    (dev,) = loops(pod_output(real_node, "dra-claim"))
+    name = f"dra-loop-{dev}"
+    real_node.wait_for(
+        lambda: any(
+            h == "Healthy"
+            for r, h in device_health_in_pod_status(real_node, "dra-claim").items()
+            if r.endswith(name)
+        ),
+        timeout=60,
+        what="the kubelet's Healthy for the pod's device",
+    )
+    path = Path("/dev") / dev
+    path.rename(path.with_suffix(".away"))
+    started = time.monotonic()
+    try:
+        real_node.wait_for(
+            lambda: published(real_node).get(name) is False, timeout=30, what=f"{name} tainted", every=0.05
+        )
+        real_node.figure("dra.health_to_taint_s", time.monotonic() - started)
+        real_node.wait_for(
+            lambda: any(
+                h == "Unhealthy"
+                for r, h in device_health_in_pod_status(real_node, "dra-claim").items()
+                if r.endswith(name)
+            ),
+            timeout=60,
+            what="the kubelet's Unhealthy in the pod's status",
+            every=0.1,
+        )
+        real_node.figure("dra.health_to_pod_status_s", time.monotonic() - started)
+    finally:
+        path.with_suffix(".away").rename(path)
+    real_node.wait_for(lambda: published(real_node).get(name) is True, timeout=30, what=f"{name} untainted")
+    real_node.wait_for(
+        lambda: any(
+            h == "Healthy"
+            for r, h in device_health_in_pod_status(real_node, "dra-claim").items()
+            if r.endswith(name)
+        ),
+        timeout=60,
+        what="the kubelet's Healthy again",
     )
 
 
