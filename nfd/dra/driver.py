@@ -248,12 +248,13 @@ class DraDriver:
         import os
 
         from nfd.devices.metrics import HealthMetrics
+        from nfd.dra.claimstatus import ClaimStatusApi
         from nfd.dra.events import NodeEvents
         from nfd.dra.health import HealthService
         from nfd.dra.metrics import DraMetrics
         from nfd.dra.plugin import KubeletPlugin
         from nfd.dra.prepare import Preparer
-        from nfd.dra.publisher import ClaimReaderApi, SlicePublisher
+        from nfd.dra.publisher import REQUEST_TIMEOUT_S, ClaimReaderApi, SlicePublisher
         from nfd.worker.promtext import Registry
 
         self.states = list(states)
@@ -276,6 +277,7 @@ class DraDriver:
             cdi_dir=cdi_dir,
             checkpoint_path=os.path.join(plugin_dir, "checkpoint.json"),
             read_claim=ClaimReaderApi(api_client),
+            write_status=ClaimStatusApi(api_client, driver=driver, timeout=REQUEST_TIMEOUT_S),
         )
         self.plugin = KubeletPlugin(
             self.preparer,

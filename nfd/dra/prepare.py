@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from nfd.devices import cdi
 from nfd.devices.model import CdiEdits, FoundDevice, cdi_name
 from nfd.dra import checkpoint
 from nfd.dra.checkpoint import CheckpointError, PreparedClaim, PreparedDevice
+from nfd.dra.claimstatus import ClaimStatusError, device_status
 from nfd.dra.slices import DraInventory
 
 log = logging.getLogger("nfd.dra")
@@ -34,6 +35,9 @@ class ClaimError(Exception):
 
 # (namespace, name) -> the ResourceClaim as the API server has it; raises ClaimError.
 ClaimReader = Callable[[str, str], dict[str, Any]]
+# (namespace, name, uid, this driver's status.devices entries; empty: remove ours);
+# raises ClaimStatusError.
+ClaimStatusWriter = Callable[[str, str, str, Sequence[dict[str, Any]]], None]
 
 
 class Preparer:
@@ -46,6 +50,7 @@ class Preparer:
         cdi_dir: str | Path,
         checkpoint_path: str | Path,
         read_claim: ClaimReader,
+        write_status: ClaimStatusWriter | None = None,
     ) -> None:
         self.inventory = inventory
         self.driver = driver
@@ -53,6 +58,10 @@ class Preparer:
         self.cdi_dir = Path(cdi_dir)
         self.checkpoint_path = Path(checkpoint_path)
         self.read_claim = read_claim
+        self.write_status = write_status
+        # Prepared claims whose status.devices is not written yet: tried again at the
+        # next prepare of the claim (kubelet calls again for every pod using it).
+        self.status_pending: set[str] = set()
         self.cdi_kind = f"{driver}/{CDI_CLASS}"
         self._lock = threading.Lock()
         self._closed = False  # stopping: no more writes (see close)
@@ -108,6 +117,8 @@ class Preparer:
         with self._lock:
             done = self.claims.get(uid)
         if done is not None:
+            if uid in self.status_pending:
+                self._report(done, uid)
             return done.devices
         # Reading the claim and checking its devices take no lock: kubelet prepares the
         # claims of different pods at once.
@@ -141,7 +152,33 @@ class Preparer:
                     f"{where}: cannot save checkpoint {self.checkpoint_path}: {e.strerror or e}"
                 ) from None
         log.info("%s: prepared %s", where, ", ".join(by_device))
+        self._report(prepared, uid)
         return prepared.devices
+
+    def _report(self, claim: PreparedClaim, uid: str) -> None:
+        """Write the claim's status.devices; a failure fails nothing (the devices are
+        prepared): it is logged once and tried again at the claim's next prepare."""
+        if self.write_status is None:
+            return
+        entries = []
+        for d in claim.devices:
+            found = self.inventory.describe(d.device_name)
+            if found is not None:
+                dev, attrs, host = found
+                entries.append(
+                    device_status(
+                        driver=self.driver, pool=d.pool_name, name=d.device_name,
+                        device=dev, attributes=attrs, host=host,
+                    )
+                )  # fmt: skip
+        try:
+            self.write_status(claim.namespace, claim.name, uid, entries)
+        except ClaimStatusError as e:
+            if uid not in self.status_pending:
+                log.warning("%s; tried again at the claim's next prepare", e)
+            self.status_pending.add(uid)
+            return
+        self.status_pending.discard(uid)
 
     def _my_results(self, claim: dict[str, Any], where: str) -> list[dict[str, Any]]:
         allocation = (claim.get("status") or {}).get("allocation")
@@ -216,7 +253,8 @@ class Preparer:
                 raise ClaimError(
                     f"claim {namespace}/{name}: cannot remove its CDI spec: {e.strerror or e}"
                 ) from None
-            if self.claims.pop(uid, None) is not None:
+            gone = self.claims.pop(uid, None)
+            if gone is not None:
                 try:
                     checkpoint.save(self.checkpoint_path, self.claims)
                 except OSError as e:
@@ -224,3 +262,16 @@ class Preparer:
                         f"claim {namespace}/{name}: cannot save checkpoint {self.checkpoint_path}: {e.strerror or e}"
                     ) from None
                 log.info("claim %s/%s: unprepared", namespace, name)
+        if gone is not None:
+            self.status_pending.discard(uid)
+            self._clear_status(namespace, name, uid)
+
+    def _clear_status(self, namespace: str, name: str, uid: str) -> None:
+        """Our entries say the devices are set up on this node; after unprepare they
+        are not. Best effort: a claim being deleted or deallocated loses them anyway."""
+        if self.write_status is None:
+            return
+        try:
+            self.write_status(namespace, name, uid, [])
+        except ClaimStatusError as e:
+            log.info("%s (after unprepare; left as is)", e)

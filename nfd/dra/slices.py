@@ -111,6 +111,7 @@ class DraInventory:
     def __init__(self, states: Sequence[ResourceState], *, features: Features, host: HostRoot) -> None:
         self._lock = threading.Lock()
         self._swaps = 0
+        self.host = host
         self.states, self.by_name = self._index(states, features, host)
 
     @staticmethod
@@ -143,7 +144,7 @@ class DraInventory:
         new_states, by_name = self._index(states, features, host)
         with self._lock:
             old = [s for s in self.states if all(s is not n for n in new_states)]
-            self.states, self.by_name = new_states, by_name
+            self.states, self.by_name, self.host = new_states, by_name, host
             self._swaps += 1
         return old
 
@@ -172,6 +173,12 @@ class DraInventory:
             states, by_name = self.states, self.by_name
         reasons = {id(s): s.reasons() for s in states}
         return [(n, reasons[id(d.state)][d.index]) for n, d in sorted(by_name.items())]
+
+    def describe(self, name: str) -> tuple[FoundDevice, dict[str, Any], HostRoot] | None:
+        """The device under this name with its slice attributes and the host it is on."""
+        with self._lock:
+            d, host = self.by_name.get(name), self.host
+        return None if d is None else (d.state.devices()[d.index][1], d.attributes, host)
 
     def usable(self, name: str) -> tuple[FoundDevice | None, str | None]:
         """The device with the resource's edits, or why it cannot be prepared."""

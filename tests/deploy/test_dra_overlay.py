@@ -38,6 +38,8 @@ def test_rights_are_slices_reading_claims_and_posting_events(built: dict[str, li
     assert rules == {
         (("resource.k8s.io",), ("resourceslices",)): {"get", "list", "watch", "create", "update", "delete"},
         (("resource.k8s.io",), ("resourceclaims",)): {"get"},
+        # nfd.dra.claimstatus writes status.devices with a JSON Patch
+        (("resource.k8s.io",), ("resourceclaims/status",)): {"patch"},
         # nfd.dra.events posts with the core API's create_namespaced_event
         (("",), ("events",)): {"create"},
     }

@@ -8,6 +8,8 @@ the server drops them on write, as one without the feature does)."""
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
+import json
 import re
 import time
 from collections.abc import Mapping
@@ -26,6 +28,9 @@ MAX_REQUESTS = 32
 MAX_SELECTORS = 32
 MAX_CEL_LEN = 10 * 1024
 MAX_TAINTS = 16
+MAX_STATUS_CONDITIONS = 8
+MAX_STATUS_DATA = 10 * 1024
+MAX_STATUS_IPS = 16
 TAINT_EFFECTS = ("NoSchedule", "NoExecute", "None")
 DEVICE_TAINTS = "DRADeviceTaints"
 
@@ -274,8 +279,112 @@ def _validate_claim(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
                 causes.append((f"{path}.{key}", str(r.get(key)), err))
         if not r.get("pool"):
             causes.append((f"{path}.pool", "", "Required value"))
+    allocated = {(r.get("driver"), r.get("pool"), r.get("device"), r.get("shareID")) for r in results}
+    causes += _device_status_causes((obj.get("status") or {}).get("devices") or [], allocated)
     if causes:
         raise invalid("ResourceClaim", GROUP, obj["metadata"]["name"], causes)
+
+
+def _device_status_causes(devices: Any, allocated: set[tuple[Any, ...]]) -> Causes:
+    """status.devices (KEP-4817) as the API server checks it: each entry names an
+    allocated device of the claim, once; conditions as metav1 conditions; data a JSON
+    object of at most 10 KiB; networkData within its limits, IPs in CIDR form."""
+    if not isinstance(devices, list):
+        return [("status.devices", str(devices), "must be a list")]
+    causes: Causes = []
+    seen: set[tuple[Any, ...]] = set()
+    for i, d in enumerate(devices):
+        path = f"status.devices[{i}]"
+        if not isinstance(d, dict):
+            causes.append((path, str(d), "must be an object"))
+            continue
+        key = (d.get("driver"), d.get("pool"), d.get("device"), d.get("shareID"))
+        ident = "/".join(str(k) for k in key[:3])
+        if key not in allocated:
+            causes.append((path, ident, "must be an allocated device in the claim"))
+        if key in seen:
+            causes.append((path, ident, "Duplicate value"))
+        seen.add(key)
+        conditions = d.get("conditions") or []
+        if len(conditions) > MAX_STATUS_CONDITIONS:
+            causes.append(
+                (f"{path}.conditions", "", f"Too many: must have at most {MAX_STATUS_CONDITIONS} items")
+            )
+        causes += _condition_causes(f"{path}.conditions", conditions)
+        if "data" in d and d["data"] is not None:
+            if not isinstance(d["data"], dict):
+                causes.append((f"{path}.data", "<value omitted>", "must be a valid JSON object"))
+            elif len(json.dumps(d["data"], separators=(",", ":"))) > MAX_STATUS_DATA:
+                causes.append((f"{path}.data", "", f"Too long: may not be more than {MAX_STATUS_DATA} bytes"))
+        net = d.get("networkData") or {}
+        for field, limit in (("interfaceName", 256), ("hardwareAddress", 128)):
+            if len(str(net.get(field) or "")) > limit:
+                causes.append(
+                    (f"{path}.networkData.{field}", "", f"Too long: may not be more than {limit} bytes")
+                )
+        ips = net.get("ips") or []
+        if len(ips) > MAX_STATUS_IPS:
+            causes.append(
+                (f"{path}.networkData.ips", "", f"Too many: must have at most {MAX_STATUS_IPS} items")
+            )
+        for j, ip in enumerate(ips):
+            try:
+                ipaddress.ip_interface(ip)
+                if "/" not in ip:
+                    raise ValueError(ip)
+            except ValueError:
+                causes.append(
+                    (f"{path}.networkData.ips[{j}]", str(ip), "must be a valid address in CIDR form")
+                )
+            if ip in ips[:j]:
+                causes.append((f"{path}.networkData.ips[{j}]", str(ip), "Duplicate value"))
+    return causes
+
+
+_CONDITION_REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+
+
+def _condition_causes(path: str, conditions: Any) -> Causes:
+    """metav1 conditions: a qualified type, once; status True, False or Unknown; a
+    lastTransitionTime; a CamelCase reason; a message of at most 32768 characters."""
+    causes: Causes = []
+    types: set[str] = set()
+    for i, c in enumerate(conditions if isinstance(conditions, list) else []):
+        p = f"{path}[{i}]"
+        if not isinstance(c, dict):
+            causes.append((p, str(c), "must be an object"))
+            continue
+        ctype = c.get("type")
+        err = "Required value" if not ctype else _qualified_name_error(str(ctype))
+        if err:
+            causes.append((f"{p}.type", str(ctype), err))
+        elif ctype in types:
+            causes.append((f"{p}.type", str(ctype), "Duplicate value"))
+        types.add(str(ctype))
+        if c.get("status") not in ("True", "False", "Unknown"):
+            causes.append(
+                (
+                    f"{p}.status",
+                    str(c.get("status")),
+                    'Unsupported value: supported values: "False", "True", "Unknown"',
+                )
+            )
+        if not c.get("lastTransitionTime"):
+            causes.append((f"{p}.lastTransitionTime", "", "Required value: must be set"))
+        reason = c.get("reason")
+        if not reason:
+            causes.append((f"{p}.reason", "", "Required value"))
+        elif len(str(reason)) > 1024 or not _CONDITION_REASON.match(str(reason)):
+            causes.append(
+                (
+                    f"{p}.reason",
+                    str(reason),
+                    "a condition reason must start with alphabetic character, optionally followed by a string of alphanumeric characters or '_,:', and must end with an alphanumeric character or '_'",
+                )
+            )
+        if len(str(c.get("message") or "")) > 32768:
+            causes.append((f"{p}.message", "", "Too long: may not be more than 32768 bytes"))
+    return causes
 
 
 def _validate_class(obj: dict[str, Any], old: dict[str, Any] | None) -> None:

@@ -182,6 +182,63 @@ def test_claims_and_device_classes(fake_api: FakeApiServer) -> None:
         )
 
 
+_ALLOCATED = {"request": "gpu", "driver": "d.example.com", "pool": "n1", "device": "gpu-0"}
+
+
+def _ready(**over: Any) -> dict[str, Any]:
+    return {
+        "type": "Ready",
+        "status": "True",
+        "reason": "Prepared",
+        "lastTransitionTime": "2025-01-01T00:00:00Z",
+        **over,
+    }
+
+
+@pytest.mark.parametrize(
+    ("entry", "expect"),
+    [
+        ({"device": "gpu-9"}, "status.devices[0]: Invalid value: \"d.example.com/n1/gpu-9\": must be an allocated device in the claim"),
+        ({"pool": "n2"}, "must be an allocated device in the claim"),
+        ({"conditions": [_ready(status="Yes")]}, 'conditions[0].status: Invalid value: "Yes": Unsupported value'),
+        ({"conditions": [_ready(reason="")]}, "conditions[0].reason: Invalid value: \"\": Required value"),
+        ({"conditions": [_ready(lastTransitionTime=None)]}, "conditions[0].lastTransitionTime: Invalid value: \"\": Required value"),
+        ({"conditions": [_ready(), _ready()]}, 'conditions[1].type: Invalid value: "Ready": Duplicate value'),
+        ({"data": ["not", "an", "object"]}, "data: Invalid value: \"<value omitted>\": must be a valid JSON object"),
+        ({"data": {"x": "y" * 10240}}, "data: Invalid value: \"\": Too long"),
+        ({"networkData": {"ips": ["10.0.0.5"]}}, "networkData.ips[0]: Invalid value: \"10.0.0.5\": must be a valid address in CIDR form"),
+        ({"networkData": {"ips": [f"10.0.0.{i}/24" for i in range(17)]}}, "networkData.ips: Invalid value: \"\": Too many"),
+        ({"networkData": {"hardwareAddress": "a" * 129}}, "networkData.hardwareAddress: Invalid value: \"\": Too long"),
+    ],
+)  # fmt: skip
+def test_claim_device_status_is_validated(
+    fake_api: FakeApiServer, entry: dict[str, Any], expect: str
+) -> None:
+    claim = {
+        "metadata": {"name": "c", "namespace": "default"},
+        "spec": {
+            "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}
+        },
+    }
+    fake_api.objects.create("resourceclaims", claim, "default")
+
+    def status(devices: list[dict[str, Any]]) -> Any:
+        return lambda o: o.update(
+            status={"allocation": {"devices": {"results": [_ALLOCATED]}}, "devices": devices}
+        )
+
+    good = {"driver": "d.example.com", "pool": "n1", "device": "gpu-0", "conditions": [_ready()],
+            "data": {"k": "v"}, "networkData": {"interfaceName": "eth0", "ips": ["10.0.0.5/24", "2001:db8::5/64"]}}  # fmt: skip
+    fake_api.objects.modify("resourceclaims", "c", status([good]), "default", subresource="status")
+    with pytest.raises(Exception, match="Duplicate value"):
+        fake_api.objects.modify("resourceclaims", "c", status([good, good]), "default", subresource="status")
+    with pytest.raises(Exception) as e:
+        fake_api.objects.modify(
+            "resourceclaims", "c", status([{**good, **entry}]), "default", subresource="status"
+        )
+    assert expect in str(e.value)
+
+
 def tainted(**taint: Any) -> dict[str, Any]:
     return a_slice(devices=[{"name": "d0", "taints": [taint]}])
 

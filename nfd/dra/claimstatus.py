@@ -1,0 +1,181 @@
+"""A prepared claim's ``status.devices`` (KEP-4817): what this driver set up for each
+allocated device, for users and other controllers to read.
+
+Each entry names the device as the allocation does (driver, pool, device) and carries a
+``Ready`` condition, ``data`` (the device nodes, PCI address and NUMA node) and, for a
+network device, ``networkData`` (interface name and MAC address from sysfs; addresses
+are not in sysfs, so ``ips`` is left out).
+
+The entries are written with a JSON Patch that first tests the claim's
+``resourceVersion``: other drivers' entries in the same list are kept as read, and a
+claim changed in between fails the test and is read again (once). Writing needs
+``patch`` on ``resourceclaims/status``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from urllib3.exceptions import HTTPError
+
+from nfd.devices.model import FoundDevice
+from nfd.hostfiles import attr
+from nfd.hostroot import HostRoot
+
+log = logging.getLogger("nfd.dra")
+
+READY = "Ready"
+PREPARED_REASON = "Prepared"
+NETWORK_CLASS = "02"  # PCI base class of network controllers
+
+
+class ClaimStatusError(Exception):
+    """status.devices could not be written; the message says why, in one line."""
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def device_status(
+    *,
+    driver: str,
+    pool: str,
+    name: str,
+    device: FoundDevice,
+    attributes: dict[str, Any],
+    host: HostRoot,
+) -> dict[str, Any]:
+    """One ``status.devices`` entry for a device this driver prepared."""
+    data: dict[str, Any] = {"deviceNodes": [n.container_path for n in device.device_nodes]}
+    address = (attributes.get("resource.kubernetes.io/pciBusID") or {}).get("string")
+    if address:
+        data["pciAddress"] = address
+    if device.numa_node is not None:
+        data["numaNode"] = device.numa_node
+    entry: dict[str, Any] = {
+        "driver": driver,
+        "pool": pool,
+        "device": name,
+        "conditions": [
+            {
+                "type": READY,
+                "status": "True",
+                "reason": PREPARED_REASON,
+                "message": f"prepared by {driver} on node {pool}",
+                "lastTransitionTime": _now(),
+            }
+        ],
+        "data": data,
+    }
+    network = _network_data(address, attributes, host)
+    if network:
+        entry["networkData"] = network
+    return entry
+
+
+def _network_data(address: str | None, attributes: dict[str, Any], host: HostRoot) -> dict[str, Any]:
+    ifname = (attributes.get("interface") or {}).get("string")
+    pci_class = (attributes.get("class") or {}).get("string", "")
+    if not ifname and not pci_class.startswith(NETWORK_CLASS):
+        return {}
+    out: dict[str, Any] = {}
+    if ifname:
+        out["interfaceName"] = ifname
+        mac = attr(host.sys / "bus/pci/devices" / address / "net" / ifname / "address") if address else None
+        if mac:
+            out["hardwareAddress"] = mac
+    return out
+
+
+class ClaimStatusApi:
+    """Writes this driver's entries of a claim's ``status.devices`` (an empty list
+    removes them), keeping every other driver's."""
+
+    def __init__(self, api_client: Any, *, driver: str, timeout: float) -> None:
+        from kubernetes import client
+
+        self.api: Any = client.ResourceV1Api(api_client)  # plain JSON in and out, not its models
+        self.driver = driver
+        self.timeout = timeout
+
+    def __call__(self, namespace: str, name: str, uid: str, entries: Sequence[dict[str, Any]]) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        from nfd.dra.publisher import api_message, unreachable_reason
+
+        where = f"claim {namespace}/{name}"
+        try:
+            for attempt in (1, 2):
+                claim = json.loads(
+                    self.api.read_namespaced_resource_claim(
+                        name, namespace, _preload_content=False, _request_timeout=self.timeout
+                    ).data
+                )
+                if (claim.get("metadata") or {}).get("uid") != uid:
+                    return  # deleted (and maybe created again): not the claim we prepared
+                have = (claim.get("status") or {}).get("devices") or []
+                others = [d for d in have if isinstance(d, dict) and d.get("driver") != self.driver]
+                mine = [d for d in have if isinstance(d, dict) and d.get("driver") == self.driver]
+                if _same(mine, list(entries)):
+                    return
+                patch = [
+                    {
+                        "op": "test",
+                        "path": "/metadata/resourceVersion",
+                        "value": claim["metadata"]["resourceVersion"],
+                    },
+                    {"op": "add", "path": "/status/devices", "value": [*others, *entries]},
+                ]
+                try:
+                    self.api.patch_namespaced_resource_claim_status(
+                        name,
+                        namespace,
+                        patch,
+                        _content_type="application/json-patch+json",
+                        _preload_content=False,
+                        _request_timeout=self.timeout,
+                    )
+                    return
+                except ApiException as e:
+                    if attempt == 2 or e.status not in (409, 422) or _has_causes(e):
+                        raise
+        except ApiException as e:
+            if e.status == 404:
+                return
+            raise ClaimStatusError(f"{where}: status.devices: HTTP {e.status}: {api_message(e)}") from None
+        except (OSError, HTTPError) as e:
+            raise ClaimStatusError(
+                f"{where}: status.devices: API server unreachable: {unreachable_reason(e)}"
+            ) from None
+
+
+def _has_causes(e: Any) -> bool:
+    """A 422 with field causes is the claim refusing our entries; one without is our
+    ``resourceVersion`` test failing (the claim changed meanwhile): read it again."""
+    try:
+        return bool((json.loads(e.body).get("details") or {}).get("causes"))
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
+def _same(have: list[dict[str, Any]], want: list[dict[str, Any]]) -> bool:
+    """Equal but for the conditions' times: a retry does not rewrite what is there."""
+
+    def key(entries: list[dict[str, Any]]) -> list[Any]:
+        return [
+            {
+                **e,
+                "conditions": [
+                    {k: v for k, v in c.items() if k != "lastTransitionTime"}
+                    for c in e.get("conditions") or []
+                ],
+            }
+            for e in entries
+        ]
+
+    return key(have) == key(want)
