@@ -3,7 +3,12 @@ ResourceSlices, ResourceClaims and DeviceClasses, with the limits of
 k8s.io/api/resource/v1 (128 devices per slice, 32 attributes and capacities per device,
 attribute values of at most 64 characters, ...), and device taints as the
 DRADeviceTaints feature validates them (``feature_gates["DRADeviceTaints"] = False``:
-the server drops them on write, as one without the feature does)."""
+the server drops them on write, as one without the feature does). Partitionable devices
+(DRAPartitionableDevices): ``sharedCounters`` (a slice holds counter sets or devices,
+never both; at most 8 sets, 32 counters each, DNS-label names) and a device's
+``consumesCounters`` (at most 2, one per set), dropped on write with the feature off;
+whether a consumed set exists is a pool-wide question the server does not ask:
+:func:`pool_counter_problems` asks it as the scheduler does."""
 
 from __future__ import annotations
 
@@ -28,6 +33,10 @@ MAX_REQUESTS = 32
 MAX_SELECTORS = 32
 MAX_CEL_LEN = 10 * 1024
 MAX_TAINTS = 16
+MAX_COUNTER_SETS = 8
+MAX_COUNTERS = 32  # per counter set, and per device counter consumption
+MAX_CONSUMPTIONS = 2  # consumesCounters entries per device
+PARTITIONABLE = "DRAPartitionableDevices"
 MAX_STATUS_CONDITIONS = 8
 MAX_STATUS_DATA = 10 * 1024
 MAX_STATUS_IPS = 16
@@ -125,6 +134,7 @@ def _device_causes(path: str, dev: Any) -> Causes:
                 f"Too many: {len(attrs) + len(capacity)}: must have at most {MAX_ATTRS_AND_CAPACITY} attributes and capacities combined",
             )
         )
+    causes += _consumes_causes(f"{path}.consumesCounters", dev.get("consumesCounters") or [])
     taints = dev.get("taints") or []
     if not isinstance(taints, list):
         return [*causes, (f"{path}.taints", str(taints), "must be a list")]
@@ -133,6 +143,89 @@ def _device_causes(path: str, dev: Any) -> Causes:
     for j, taint in enumerate(taints):
         causes += _taint_causes(f"{path}.taints[{j}]", taint)
     return causes
+
+
+def _counters_causes(path: str, counters: Any) -> Causes:
+    if not isinstance(counters, dict) or not counters:
+        return [(path, "", "Required value")]
+    if len(counters) > MAX_COUNTERS:
+        return [(path, "", f"Too many: {len(counters)}: must have at most {MAX_COUNTERS} items")]
+    causes: Causes = []
+    for name, c in counters.items():
+        err = _label_error(name)
+        if err:
+            causes.append((f"{path}[{name}]", str(name), err))
+        q = c.get("value") if isinstance(c, dict) else None
+        if not isinstance(q, str | int) or not _is_quantity(str(q)):
+            causes.append((f"{path}[{name}].value", str(q), "must be a quantity"))
+    return causes
+
+
+def _consumes_causes(path: str, consumes: Any) -> Causes:
+    """Device.consumesCounters: at most 2 entries, one per counter set (a DNS label),
+    each with 1 to 32 counters named by DNS labels."""
+    if not isinstance(consumes, list):
+        return [(path, str(consumes), "must be a list")]
+    if len(consumes) > MAX_CONSUMPTIONS:
+        return [(path, "", f"Too many: {len(consumes)}: must have at most {MAX_CONSUMPTIONS} items")]
+    causes: Causes = []
+    seen: set[str] = set()
+    for i, c in enumerate(consumes):
+        p = f"{path}[{i}]"
+        cs = c.get("counterSet") if isinstance(c, dict) else None
+        err = _label_error(cs)
+        if err:
+            causes.append((f"{p}.counterSet", str(cs), err))
+        elif cs in seen:
+            causes.append((p, str(cs), "Duplicate value"))
+        seen.add(str(cs))
+        causes += _counters_causes(f"{p}.counters", c.get("counters") if isinstance(c, dict) else None)
+    return causes
+
+
+def _counter_sets_causes(path: str, sets: Any) -> Causes:
+    """spec.sharedCounters: at most 8 sets with unique DNS-label names, 1 to 32 counters each."""
+    if not isinstance(sets, list):
+        return [(path, str(sets), "must be a list")]
+    if len(sets) > MAX_COUNTER_SETS:
+        return [(path, "", f"Too many: {len(sets)}: must have at most {MAX_COUNTER_SETS} items")]
+    causes: Causes = []
+    seen: set[str] = set()
+    for i, cs in enumerate(sets):
+        p = f"{path}[{i}]"
+        name = cs.get("name") if isinstance(cs, dict) else None
+        err = _label_error(name)
+        if err:
+            causes.append((f"{p}.name", str(name), err))
+        elif name in seen:
+            causes.append((p, str(name), "Duplicate value"))
+        seen.add(str(name))
+        causes += _counters_causes(f"{p}.counters", cs.get("counters") if isinstance(cs, dict) else None)
+    return causes
+
+
+def pool_counter_problems(slices: list[dict[str, Any]]) -> list[str]:
+    """What the scheduler finds wrong with one pool's counters (the API server cannot
+    check across slices): a device consuming from a counter set no slice of the pool
+    defines, or a counter its set does not have."""
+    sets: dict[str, dict[str, Any]] = {}
+    for s in slices:
+        for cs in (s.get("spec") or {}).get("sharedCounters") or []:
+            sets[cs["name"]] = cs.get("counters") or {}
+    problems = []
+    for s in slices:
+        for dev in (s.get("spec") or {}).get("devices") or []:
+            for c in dev.get("consumesCounters") or []:
+                have = sets.get(c["counterSet"])
+                if have is None:
+                    problems.append(f"device {dev['name']}: counter set {c['counterSet']} is not in the pool")
+                    continue
+                problems += [
+                    f"device {dev['name']}: counter {n} is not in counter set {c['counterSet']}"
+                    for n in c.get("counters") or {}
+                    if n not in have
+                ]
+    return problems
 
 
 def _taint_causes(path: str, taint: Any) -> Causes:
@@ -168,9 +261,15 @@ def _taint_causes(path: str, taint: Any) -> Causes:
 
 
 def _slice_strategy(obj: dict[str, Any], gates: Mapping[str, bool]) -> None:
-    """Device taints: dropped when the feature is off; else a taint without a time
-    gets the time of the write, and a time is stored as RFC 3339 in UTC."""
-    for dev in (obj.get("spec") or {}).get("devices") or []:
+    """Device taints and counters: dropped when their feature is off; else a taint
+    without a time gets the time of the write, and a time is stored as RFC 3339 in UTC."""
+    spec = obj.get("spec") or {}
+    if not gates.get(PARTITIONABLE, True):
+        spec.pop("sharedCounters", None)
+        for dev in spec.get("devices") or []:
+            if isinstance(dev, dict):
+                dev.pop("consumesCounters", None)
+    for dev in spec.get("devices") or []:
         if not isinstance(dev, dict) or "taints" not in dev:
             continue
         if not gates.get(DEVICE_TAINTS, True):
@@ -225,6 +324,10 @@ def _validate_slice(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         for key in ("driver", "nodeName"):
             if spec.get(key) != old_spec.get(key):
                 causes.append((f"spec.{key}", str(spec.get(key)), "field is immutable"))
+    if spec.get("sharedCounters") is not None and spec.get("devices") is not None:
+        causes.append(("spec", "", "only one of `sharedCounters` or `devices` is allowed"))
+    if spec.get("sharedCounters") is not None:
+        causes += _counter_sets_causes("spec.sharedCounters", spec["sharedCounters"])
     devices = spec.get("devices") or []
     tainted = any(isinstance(d, dict) and (d.get("taints") or d.get("consumesCounters")) for d in devices)
     limit = MAX_DEVICES_WITH_TAINTS if tainted else MAX_DEVICES

@@ -239,6 +239,61 @@ def test_claim_device_status_is_validated(
     assert expect in str(e.value)
 
 
+def _consumes(counter_set: str = "gpu-0", **counters: str) -> dict[str, Any]:
+    return {
+        "counterSet": counter_set,
+        "counters": {k: {"value": v} for k, v in (counters or {"memory": "10Gi"}).items()},
+    }
+
+
+COUNTERS = [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}, "memory-slice-0": {"value": "1"}}}]
+
+
+def counter_slice(name: str = "s", sets: list[dict[str, Any]] = COUNTERS) -> dict[str, Any]:
+    """A slice of counter sets only (the API allows no devices next to them)."""
+    body = a_slice(name, sharedCounters=sets)
+    del body["spec"]["devices"]
+    return body
+
+
+@pytest.mark.parametrize(
+    ("body", "expect"),
+    [
+        (a_slice(sharedCounters=COUNTERS), "only one of `sharedCounters` or `devices` is allowed"),
+        (counter_slice(sets=[{"name": f"s{i}", "counters": {"c": {"value": "1"}}} for i in range(9)]), "spec.sharedCounters: Invalid value: \"\": Too many: 9"),
+        (counter_slice(sets=[*COUNTERS, *COUNTERS]), "sharedCounters[1]: Invalid value: \"gpu-0\": Duplicate value"),
+        (counter_slice(sets=[{"name": "Bad_Name", "counters": {"c": {"value": "1"}}}]), "sharedCounters[0].name"),
+        (counter_slice(sets=[{"name": "a", "counters": {"memorySlice0": {"value": "1"}}}]), "counters[memorySlice0]"),
+        (counter_slice(sets=[{"name": "a", "counters": {}}]), "sharedCounters[0].counters: Invalid value: \"\": Required value"),
+        (counter_slice(sets=[{"name": "a", "counters": {f"c{i}": {"value": "1"} for i in range(33)}}]), "must have at most 32 items"),
+        (a_slice(devices=[{"name": "d0", "consumesCounters": [_consumes("a"), _consumes("b"), _consumes("c")]}]), "consumesCounters: Invalid value: \"\": Too many: 3"),
+        (a_slice(devices=[{"name": "d0", "consumesCounters": [_consumes("a"), _consumes("a")]}]), "consumesCounters[1]: Invalid value: \"a\": Duplicate value"),
+        (a_slice(devices=[{"name": f"d{i}", "consumesCounters": [_consumes()]} for i in range(65)]), "must have at most 64 items"),
+    ],
+)  # fmt: skip
+def test_partitionable_device_limits(fake_api_client: Any, body: dict[str, Any], expect: str) -> None:
+    assert expect in refused(fake_api_client, body)
+
+
+def test_counter_sets_and_consumers_are_stored_or_dropped_without_the_feature(
+    fake_api: FakeApiServer, fake_api_client: Any
+) -> None:
+    from tests.fakeapi.resource_dra import pool_counter_problems
+
+    counters = counter_slice("counters")
+    devices = a_slice("devices", devices=[{"name": "mig-0", "consumesCounters": [_consumes(**{"memory": "10Gi", "memory-slice-0": "1"})]},
+                                          {"name": "mig-1", "consumesCounters": [_consumes("gpu-9")]}])  # fmt: skip
+    stored = [create(fake_api_client, counters), create(fake_api_client, devices)]
+    assert stored[0]["spec"]["sharedCounters"] == COUNTERS
+    assert pool_counter_problems(stored) == ["device mig-1: counter set gpu-9 is not in the pool"]
+    fake_api.feature_gates["DRAPartitionableDevices"] = False
+    for s in (counters, devices):
+        s["metadata"]["name"] += "-off"
+    off = [create(fake_api_client, counters), create(fake_api_client, devices)]
+    assert "sharedCounters" not in off[0]["spec"]
+    assert not any("consumesCounters" in d for d in off[1]["spec"]["devices"])
+
+
 def tainted(**taint: Any) -> dict[str, Any]:
     return a_slice(devices=[{"name": "d0", "taints": [taint]}])
 
