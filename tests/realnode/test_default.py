@@ -4,9 +4,12 @@ the master gone and back, and an uninstall that leaves nothing of nfd."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from realnode.node import FEATURE_NS, NAMESPACE, NFD_NS, RealNode, discover_labels, memory_fits
@@ -102,6 +105,81 @@ def test_a_rules_label_resource_and_taint_reach_the_node_and_go(real_node: RealN
         timeout=30,
         what="the rule's label, extended resource and taint gone with the rule",
     )
+
+
+READER = {
+    "apiVersion": "v1",
+    "kind": "List",
+    "items": [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "nfd-reader", "namespace": "default"},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "realnode-nfd-reader"},
+            "rules": [
+                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+                {"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get"]},
+                {
+                    "apiGroups": ["nfd.k8s-sigs.io"],
+                    "resources": ["nodefeaturerules"],
+                    "verbs": ["get", "list"],
+                },
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "realnode-nfd-reader"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "realnode-nfd-reader",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "nfd-reader", "namespace": "default"}],
+        },
+    ],
+}
+
+
+def kubectl_nfd(node: RealNode, *args: str) -> Any:
+    """``kubectl nfd ...`` as an operator runs it: the plugin on PATH, their kubeconfig."""
+    plugin = Path(sys.executable).parent / "kubectl-nfd"
+    out = subprocess.run(
+        [str(plugin), *args, f"--kubeconfig={node.kubeconfig}", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, f"kubectl nfd {' '.join(args)}: exit {out.returncode}: {out.stderr}"
+    return json.loads(out.stdout)
+
+
+def test_kubectl_nfd_shows_the_node_and_tries_a_rule_on_the_cluster(
+    real_node: RealNode, installed: Path, tmp_path: Path
+) -> None:
+    real_node.apply(json.dumps(READER))
+    try:
+        token = real_node.kubectl("create", "token", "-n", "default", "nfd-reader").strip()
+        nodes = kubectl_nfd(real_node, "nodes", f"--token={token}")
+        assert nodes["source"] == "master", nodes.get("masterError")
+        (row,) = [r for r in nodes["nodes"] if r["node"] == real_node.node_name]
+        assert row["labels"] == len(real_node.nfd_labels()), row
+        rule = tmp_path / "rule.yaml"
+        rule.write_text(rule_manifest("realnode-tried", label="realnode-tried"))
+        started = time.monotonic()
+        tried = kubectl_nfd(real_node, "rules", "test", "--cluster", "-f", str(rule), f"--token={token}")
+        real_node.figure("default.kubectl_nfd_rules_test_cluster_s", time.monotonic() - started)
+        (diff,) = [d for d in tried["nodes"] if d["node"] == real_node.node_name]
+        assert diff["added"]["labels"] == {f"{FEATURE_NS}/realnode-tried": "true"}, diff
+        assert f"{FEATURE_NS}/realnode-tried" not in real_node.nfd_labels(), "rules test --cluster wrote"
+    finally:
+        real_node.delete(json.dumps(READER))
 
 
 def test_a_master_rollout_changes_no_label_and_new_rules_still_apply(
