@@ -254,7 +254,7 @@ class DraDriver:
         from nfd.dra.plugin import KubeletPlugin
         from nfd.dra.prepare import Preparer
         from nfd.dra.publisher import ClaimReaderApi, SlicePublisher
-        from nfd.worker.promtext import Registry
+        from nfd.promtext import Registry
 
         self.states = list(states)
         self.inventory = inventory
