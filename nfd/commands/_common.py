@@ -124,7 +124,7 @@ def api_client(kubeconfig: str | None, pool_size: int) -> Any:
     from pathlib import Path
 
     from nfd.cli import CliError
-    from nfd.master.kube import NoClusterError, load_api_client
+    from nfd.kubeclient import NoClusterError, load_api_client
 
     if kubeconfig and not Path(kubeconfig).is_file():
         raise CliError(f"--kubeconfig {kubeconfig}: no such file")
