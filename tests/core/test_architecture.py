@@ -28,12 +28,6 @@ KNOWN_DEBT: dict[tuple[str, str], str] = {
     # decision's Taint: a cycle of types only (no import at run time). The way out is
     # RuleOutput (or a protocol of it) beside decide().
     ("nfd.decision", "nfd.rules"): "type of decide()'s rules argument, under TYPE_CHECKING",
-    # kubectl/access.py declares its command-line flags and turns its errors into
-    # CliError itself, with the commands' shared kubeconfig flag and client: half of it is
-    # the command layer, which imports it back. The way out is its flags and session()
-    # in nfd/commands/.
-    ("nfd.kubectl.access", "nfd.commands._common"): "the --kubeconfig flag and api_client()",
-    ("nfd.kubectl.access", "nfd.cli"): "CliError for its one-line errors",
 }
 
 # The command modules of the processes that run on every node.
