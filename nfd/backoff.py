@@ -7,8 +7,8 @@ moment, and without jitter they would all come back at the same moment too. A pl
 where one process retries alone (a watch, a registration with its own kubelet) may keep
 exact steps with ``jitter=0``.
 
-Only the standard library's ``random`` and ``time``: the worker and ``nfd discover``'s
-neighbours import this, and it must not cost them anything.
+Only the standard library: every process imports this, the worker among them, whose
+import cost is kept small.
 """
 
 from __future__ import annotations
@@ -45,10 +45,8 @@ class Backoff:
         the count). A Retry-After the other side sent is a floor: we never come back
         earlier than it asked, up to ``max_retry_after``.
         """
-        ceiling = min(
-            self.cap if cap is None else min(cap, self.cap),
-            self.initial * self.factor ** min(self.failures, 64),
-        )
+        step = self.initial * self.factor ** min(self.failures, 64)
+        ceiling = min(step, self.cap, self.cap if cap is None else cap)
         self.failures += 1
         delay = self.rng.uniform(ceiling * (1 - self.jitter), ceiling) if self.jitter else ceiling
         if retry_after is not None:
