@@ -1,7 +1,8 @@
 """What several commands share: the options they declare alike (host root, node name,
-kubeconfig, port, the publishing policy, the device options), reading the host root and
-the worker config file from them, and stopping on SIGTERM/SIGINT. Errors become CliError
-(one line, exit 2). On ``nfd discover``'s start-up path: imports stay inside functions."""
+kubeconfig, the cluster as the caller reads it, port, the publishing policy, the device
+options), reading the host root and the worker config file from them, and stopping on
+SIGTERM/SIGINT. Errors become CliError (one line, exit 2). On ``nfd discover``'s
+start-up path: imports stay inside functions."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up
 if TYPE_CHECKING:
     import argparse
     import logging
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
+    from contextlib import AbstractContextManager
     from typing import Any
 
     from nfd.config import WorkerConfig
     from nfd.hostroot import HostRoot
+    from nfd.kubectl.access import Cluster
     from nfd.worker.metrics import Exposition, StatusServer
 
 
@@ -124,7 +127,7 @@ def api_client(kubeconfig: str | None, pool_size: int) -> Any:
     from pathlib import Path
 
     from nfd.cli import CliError
-    from nfd.master.kube import NoClusterError, load_api_client
+    from nfd.kubeclient import NoClusterError, load_api_client
 
     if kubeconfig and not Path(kubeconfig).is_file():
         raise CliError(f"--kubeconfig {kubeconfig}: no such file")
@@ -132,6 +135,63 @@ def api_client(kubeconfig: str | None, pool_size: int) -> Any:
         return load_api_client(Path(kubeconfig) if kubeconfig else None, pool_size)
     except (NoClusterError, ValueError) as e:
         raise CliError(str(e)) from None
+
+
+def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of the commands that read the cluster as the caller (``kubectl nfd``,
+    ``nfd rules test --cluster``): kubeconfig, nfd's namespace, the master's address,
+    its CA and a token for its reads."""
+    from nfd.kubectl.access import CA_CONFIGMAP, DEFAULT_NAMESPACE
+
+    add_kubeconfig_argument(p)
+    p.add_argument(
+        "-n", "--namespace", default=DEFAULT_NAMESPACE, metavar="NS",
+        help=f"where nfd's master runs (default {DEFAULT_NAMESPACE})",
+    )  # fmt: skip
+    p.add_argument(
+        "--master-url", metavar="URL",
+        help="the master's address, e.g. https://localhost:8080 after kubectl port-forward "
+        "(default: through the API server's service proxy)",
+    )  # fmt: skip
+    p.add_argument(
+        "--master-ca", metavar="FILE",
+        help=f"with --master-url: the CA to verify it against (default: the {CA_CONFIGMAP} ConfigMap)",
+    )  # fmt: skip
+    p.add_argument(
+        "--token", metavar="TOKEN",
+        help="bearer token for the master's reads (default: the kubeconfig's, if it has one; "
+        "e.g. $(kubectl create token SA -n NS) when it holds a client certificate)",
+    )  # fmt: skip
+
+
+def cluster_session(args: argparse.Namespace) -> AbstractContextManager[Cluster]:
+    """The caller's cluster (from :func:`add_cluster_arguments`' flags) for one command,
+    closed after it. An AccessError leaving the block becomes a one-line CliError: a
+    usage error when the API server could not parse ``--selector``, exit 1 otherwise."""
+    from contextlib import contextmanager
+
+    from nfd.cli import CliError
+    from nfd.kubectl.access import AccessError, Cluster
+
+    if args.master_ca and not args.master_url:
+        raise CliError("--master-ca goes with --master-url")
+    cluster = Cluster(
+        api_client(args.kubeconfig, 8), args.namespace, args.master_url, args.master_ca, args.token
+    )
+
+    @contextmanager
+    def session() -> Iterator[Cluster]:
+        try:
+            yield cluster
+        except AccessError as e:
+            selector = getattr(args, "selector", "")
+            if e.status == 400 and selector:
+                raise CliError(f"--selector {selector!r}: {e}") from None
+            raise CliError(str(e), code=1) from None
+        finally:
+            cluster.close()
+
+    return session()
 
 
 def add_port_argument(p: argparse.ArgumentParser, *, serves: str, default: str) -> None:

@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
-    from nfd.commands._common import host_root, serve_status, stop_on_signals
+    from nfd.commands._common import api_client, host_root, serve_status, stop_on_signals
     from nfd.commands.deviceplugin import features_for
     from nfd.devices.config import DRA, load_config
     from nfd.devices.inventory import build_served_states, build_states
@@ -106,19 +106,13 @@ def run(args: argparse.Namespace) -> int:
     for w in warnings:
         log.warning("%s", w)
 
-    from pathlib import Path
-
     from nfd.dra.driver import DraDriver
-    from nfd.master.kube import NoClusterError, load_api_client
 
-    try:
-        api_client = load_api_client(Path(args.kubeconfig) if args.kubeconfig else None, 4)
-    except (NoClusterError, ValueError) as e:
-        raise CliError(str(e)) from None
+    client = api_client(args.kubeconfig, 4)
     plugin_dir = args.plugin_dir or f"/var/lib/kubelet/plugins/{config.driver_name}"
     try:
         driver = DraDriver(
-            states, inventory, api_client=api_client, driver=config.driver_name, node=node,
+            states, inventory, api_client=client, driver=config.driver_name, node=node,
             plugin_dir=plugin_dir, registry_dir=args.registry_dir, cdi_dir=args.cdi_dir,
             poll_interval=args.poll_interval, rediscover=discover, rediscover_interval=args.rediscover_interval,
             taint_effect=config.dra.taint_effect,

@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     from nfd import __version__
     from nfd.cli import CliError
     from nfd.commands import prune, rules
-    from nfd.kubectl import access
+    from nfd.commands._common import add_cluster_arguments
 
     class _Parser(argparse.ArgumentParser):
         def error(self, message: str) -> None:  # type: ignore[override]
@@ -32,14 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     sub.required = True
     p = sub.add_parser("nodes", help=VERBS["nodes"], description=VERBS["nodes"])
-    access.add_arguments(p)
+    add_cluster_arguments(p)
     p.add_argument(
         "-l", "--selector", metavar="SELECTOR", default="", help="only the Nodes this label selector selects"
     )
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     p = sub.add_parser("node", help=VERBS["node"], description=VERBS["node"])
     p.add_argument("name", metavar="NAME")
-    access.add_arguments(p)
+    add_cluster_arguments(p)
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
     rules.add_arguments(sub.add_parser("rules", help=VERBS["rules"], description=VERBS["rules"]))
     prune.add_arguments(sub.add_parser("prune", help=VERBS["prune"], description=VERBS["prune"]))
@@ -69,11 +69,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _nodes(args: argparse.Namespace) -> int:
+    from nfd.commands._common import cluster_session
     from nfd.kubectl import story
-    from nfd.kubectl.access import AccessError, session
+    from nfd.kubectl.access import AccessError
 
     source, why = "master", ""
-    with session(args) as cluster:
+    with cluster_session(args) as cluster:
         wanted = cluster.node_names(args.selector)
         try:
             rows = [
@@ -102,14 +103,15 @@ def _nodes(args: argparse.Namespace) -> int:
 
 def _node(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
+    from nfd.commands._common import cluster_session
     from nfd.kubectl import story
-    from nfd.kubectl.access import AccessError, session
+    from nfd.kubectl.access import AccessError
     from nfd.master.api.models import node_name_problem
 
     problem = node_name_problem(args.name)
     if problem:
         raise CliError(problem)
-    with session(args) as cluster:
+    with cluster_session(args) as cluster:
         try:
             doc = cluster.master(f"/api/v1/nodes/{args.name}")
         except AccessError as e:

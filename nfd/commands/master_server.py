@@ -92,6 +92,7 @@ def _serving_files(settings: MasterSettings, runtime: Runtime) -> ServingFiles |
     import logging
     import time
 
+    from nfd.backoff import Backoff
     from nfd.cli import CliError
     from nfd.master.kube import KubeError
     from nfd.master.tls import ServingFiles, TLSError, ensure_certificate, write_files
@@ -106,7 +107,7 @@ def _serving_files(settings: MasterSettings, runtime: Runtime) -> ServingFiles |
     if runtime.api is None:
         log.warning("no cluster to keep a certificate in and no --tls-cert-file: serving plain HTTP")
         return None
-    delay, deadline = 1.0, time.monotonic() + 60
+    backoff, deadline = Backoff(initial=1.0, cap=10.0, jitter=0), time.monotonic() + 60
     while True:
         try:
             return write_files(asyncio.run(ensure_certificate(runtime.api, t)))
@@ -115,11 +116,11 @@ def _serving_files(settings: MasterSettings, runtime: Runtime) -> ServingFiles |
         except OSError as e:  # the private copy for uvicorn: $TMPDIR must be writable
             raise CliError(f"TLS: cannot write the certificate for serving: {e}", code=1) from None
         except KubeError as e:
+            delay = backoff.next_delay()
             if time.monotonic() + delay > deadline:
                 raise CliError(f"TLS: cannot reach the API server for the certificate: {e}", code=1) from None
             log.warning("TLS: the API server is not answering (%s); retrying in %.0f s", e, delay)
             time.sleep(delay)
-            delay = min(delay * 2, 10.0)
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -47,12 +47,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="text: a section per kind; json: one document with what was rejected and why",
     )  # fmt: skip
     t.add_argument("--explain", action="store_true", help="say for each rule whether it matched, and why not")
-    from nfd.commands._common import add_policy_arguments
+    from nfd.commands._common import add_cluster_arguments, add_policy_arguments
 
     add_policy_arguments(t, master=True)
-    from nfd.kubectl import access
-
-    access.add_arguments(t)
+    add_cluster_arguments(t)
     t.add_argument(
         "--strict", action="store_true",
         help="exit 1 when any document or rule has a problem (each listed with its file and rule); "
@@ -142,8 +140,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _cluster(args: argparse.Namespace, policy: Policy, problems: list[str]) -> int:
     from nfd.cli import CliError
+    from nfd.commands._common import cluster_session
     from nfd.kubectl import clustertest
-    from nfd.kubectl.access import session
     from nfd.rules import API_GROUP, KIND
 
     if args.explain:
@@ -151,7 +149,7 @@ def _cluster(args: argparse.Namespace, policy: Policy, problems: list[str]) -> i
     proposed = [d for path in args.rules for d in _read_yaml(path)]
     for problem in problems:
         print(f"nfd rules test: {'error' if args.strict else 'warning'}: {problem}", file=sys.stderr)
-    with session(args) as cluster:
+    with cluster_session(args) as cluster:
         objects = [
             {"apiVersion": f"{API_GROUP}/v1alpha1", "kind": KIND, **o}
             for o in cluster.pages(f"/apis/{API_GROUP}/v1alpha1/{RULES_PLURAL}")

@@ -107,12 +107,12 @@ def run(args: argparse.Namespace) -> int:
     import threading
     from pathlib import Path
 
+    from nfd.backoff import Backoff
     from nfd.cli import CliError
     from nfd.commands._common import host_root, stop_on_signals, worker_config
     from nfd.config import ConfigError, parse_duration
     from nfd.policy import dns_subdomain_error
     from nfd.sources import UnknownSourceError, default_registry
-    from nfd.worker.backoff import Backoff
     from nfd.worker.client import MasterClient
     from nfd.worker.loop import Worker
 

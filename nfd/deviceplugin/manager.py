@@ -17,11 +17,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from nfd.backoff import Backoff
 from nfd.deviceplugin.server import KUBELET_SOCKET, Outcome, ResourcePlugin, socket_name
 from nfd.devices import cdi
 from nfd.devices.health import HealthMonitor
@@ -33,8 +33,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("nfd.deviceplugin")
 
-BACKOFF_FIRST = 0.1
-BACKOFF_MAX = 5.0
+
+def _backoff() -> Backoff:
+    # One plugin retrying its own kubelet, not a fleet at a server: exact steps.
+    return Backoff(initial=0.1, cap=5.0, jitter=0)
 
 
 @dataclass
@@ -42,12 +44,10 @@ class _Track:
     plugin: ResourcePlugin
     registered_ino: FileId | None = None  # the kubelet.sock we registered with
     tried_ino: FileId | None = None
-    next_try: float = 0.0
-    backoff: float = BACKOFF_FIRST
+    register_backoff: Backoff = field(default_factory=_backoff)
     rejected: str | None = None
     registrations: int = 0
-    next_serve: float = 0.0
-    serve_backoff: float = BACKOFF_FIRST
+    serve_backoff: Backoff = field(default_factory=_backoff)
 
 
 def socket_path_error(plugin_dir: str, resources: Sequence[str]) -> str | None:
@@ -165,29 +165,27 @@ class Manager:
 
     def _tick(self) -> None:
         kubelet_ino = self._kubelet_ino()
-        now = time.monotonic()
         for t in self._tracks:
             if t.rejected is not None or self._stop.is_set():
                 continue
             p = t.plugin
             if not p.serving():
-                if now < t.next_serve:
+                if not t.serve_backoff.due():
                     continue
                 log.info("%s: socket %s gone (kubelet restarted?); serving again", p.name, p.socket)
                 t.registered_ino = None
                 try:
                     p.serve()
-                    t.serve_backoff = BACKOFF_FIRST
+                    t.serve_backoff.reset()
                 except OSError as e:  # the directory went away, say: retry, quietly growing
-                    log.error("%s: %s; retry in %.1f s", p.name, e, t.serve_backoff)
-                    t.next_serve = now + t.serve_backoff
-                    t.serve_backoff = min(t.serve_backoff * 2, BACKOFF_MAX)
+                    log.error("%s: %s; retry in %.1f s", p.name, e, t.serve_backoff.fail())
                     continue
             if kubelet_ino is None or t.registered_ino == kubelet_ino:
                 continue
             if kubelet_ino != t.tried_ino:  # a new kubelet: try now, fresh backoff
-                t.tried_ino, t.next_try, t.backoff = kubelet_ino, now, BACKOFF_FIRST
-            if now < t.next_try:
+                t.tried_ino = kubelet_ino
+                t.register_backoff.reset()
+            if not t.register_backoff.due():
                 continue
             outcome, detail = p.register()
             with self._lock:
@@ -196,9 +194,8 @@ class Manager:
                     t.registrations += 1
                     log.info("%s: registered with kubelet", p.name)
                 elif outcome is Outcome.RETRY:
-                    t.next_try = time.monotonic() + t.backoff
-                    log.info("%s: kubelet not answering (%s); retry in %.1f s", p.name, detail, t.backoff)
-                    t.backoff = min(t.backoff * 2, BACKOFF_MAX)
+                    delay = t.register_backoff.fail()
+                    log.info("%s: kubelet not answering (%s); retry in %.1f s", p.name, detail, delay)
                 else:
                     t.rejected = detail
                     log.error(

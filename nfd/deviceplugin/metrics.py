@@ -7,7 +7,7 @@ the health monitor's series (``nfd.devices.metrics``)."""
 from __future__ import annotations
 
 from nfd.devices.metrics import HealthMetrics
-from nfd.worker.promtext import Counter, Registry, build_info
+from nfd.promtext import Counter, Registry, build_info
 
 # The kubelet calls counted, as the ``operation`` label names them.
 OPERATIONS = ("allocate", "get_preferred_allocation", "list_and_watch", "pre_start_container")

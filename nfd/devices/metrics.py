@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from nfd.devices.inventory import ResourceState
 from nfd.devices.model import HealthChange
-from nfd.worker.promtext import Counter, Gauge, Registry
+from nfd.promtext import Counter, Gauge, Registry
 
 
 class HealthMetrics:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from nfd.backoff import Backoff
 from nfd.devices.health import HealthMonitor
 from nfd.devices.inventory import ResourceState, close_states
 from nfd.devices.model import FoundDevice
@@ -17,9 +18,6 @@ from nfd.features import Features
 from nfd.hostroot import HostRoot
 
 log = logging.getLogger("nfd.dra")
-
-BACKOFF_FIRST = 0.2
-BACKOFF_MAX = 10.0
 
 
 class _Loop:
@@ -77,24 +75,24 @@ class SliceLoop(_Loop):
 
         seen: tuple[int, ...] | None = None
         next_resync = 0.0
-        retry_at, backoff = 0.0, BACKOFF_FIRST
+        # Each node writes only its own slices: exact steps.
+        backoff = Backoff(initial=0.2, cap=10.0, jitter=0)
         while not self._stop.is_set():
             now = time.monotonic()
             version = self.inventory.version()
             force = now >= next_resync
-            if (version != seen or force) and now >= retry_at:
+            if (version != seen or force) and backoff.due():
                 try:
                     self._sync(self.inventory.published(self.taints), force=force)
-                    seen, backoff, retry_at = version, BACKOFF_FIRST, 0.0
+                    seen = version
+                    backoff.reset()
                     self.syncs += 1
                     self.published.set()
                     if force:
                         next_resync = now + self.resync
                 except Exception as e:  # PublishError, or a bug: the loop must go on
                     why = str(e) if isinstance(e, PublishError) else f"{type(e).__name__}: {e}"
-                    log.error("%s; retry in %.1f s", why, backoff)
-                    retry_at = now + backoff
-                    backoff = min(backoff * 2, BACKOFF_MAX)
+                    log.error("%s; retry in %.1f s", why, backoff.fail())
             self._wake.wait(self.interval)
             self._wake.clear()
 
@@ -255,7 +253,7 @@ class DraDriver:
         from nfd.dra.plugin import KubeletPlugin
         from nfd.dra.prepare import Preparer
         from nfd.dra.publisher import REQUEST_TIMEOUT_S, ClaimReaderApi, SlicePublisher
-        from nfd.worker.promtext import Registry
+        from nfd.promtext import Registry
 
         self.states = list(states)
         self.inventory = inventory

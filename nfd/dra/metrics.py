@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from nfd.worker.promtext import Counter, Gauge, Histogram, Registry
+from nfd.promtext import Counter, Gauge, Histogram, Registry
 
 PREPARE = "prepare"
 UNPREPARE = "unprepare"

@@ -25,8 +25,8 @@ from nfd.dra.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from nfd.dra.health import HealthService
 from nfd.dra.metrics import PREPARE, UNPREPARE, DraMetrics
 from nfd.dra.prepare import ClaimError, Preparer
+from nfd.promtext import Registry
 from nfd.unixgrpc import SocketServer
-from nfd.worker.promtext import Registry
 
 log = logging.getLogger("nfd.dra")
 

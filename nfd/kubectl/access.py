@@ -13,13 +13,10 @@ or from inside the cluster), verifying its certificate against ``--master-ca`` o
 
 from __future__ import annotations
 
-import argparse
 import json
 import ssl
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -39,30 +36,6 @@ class AccessError(Exception):
         self.status = status
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    from nfd.commands._common import add_kubeconfig_argument
-
-    add_kubeconfig_argument(p)
-    p.add_argument(
-        "-n", "--namespace", default=DEFAULT_NAMESPACE, metavar="NS",
-        help=f"where nfd's master runs (default {DEFAULT_NAMESPACE})",
-    )  # fmt: skip
-    p.add_argument(
-        "--master-url", metavar="URL",
-        help="the master's address, e.g. https://localhost:8080 after kubectl port-forward "
-        "(default: through the API server's service proxy)",
-    )  # fmt: skip
-    p.add_argument(
-        "--master-ca", metavar="FILE",
-        help=f"with --master-url: the CA to verify it against (default: the {CA_CONFIGMAP} ConfigMap)",
-    )  # fmt: skip
-    p.add_argument(
-        "--token", metavar="TOKEN",
-        help="bearer token for the master's reads (default: the kubeconfig's, if it has one; "
-        "e.g. $(kubectl create token SA -n NS) when it holds a client certificate)",
-    )  # fmt: skip
-
-
 @dataclass
 class Cluster:
     """The caller's API client (kubernetes' ApiClient) and where nfd runs."""
@@ -72,16 +45,6 @@ class Cluster:
     master_url: str | None = None
     master_ca: str | None = None
     token: str | None = None
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> Cluster:
-        from nfd.cli import CliError
-        from nfd.commands._common import api_client
-
-        if args.master_ca and not args.master_url:
-            raise CliError("--master-ca goes with --master-url")
-        client = api_client(args.kubeconfig, 8)
-        return cls(client, args.namespace, args.master_url, args.master_ca, args.token)
 
     def close(self) -> None:
         self.api_client.close()
@@ -195,25 +158,6 @@ class Cluster:
             raise AccessError(f"ConfigMap {self.namespace}/{CA_CONFIGMAP} has no ca.crt")
         ctx = ssl.create_default_context(cadata=pem)
         return ctx
-
-
-@contextmanager
-def session(args: argparse.Namespace) -> Iterator[Cluster]:
-    """The caller's cluster for one command, closed after it. An AccessError leaving the
-    block becomes a one-line CliError: a usage error when the API server could not parse
-    ``--selector``, exit 1 otherwise."""
-    from nfd.cli import CliError
-
-    cluster = Cluster.from_args(args)
-    try:
-        yield cluster
-    except AccessError as e:
-        selector = getattr(args, "selector", "")
-        if e.status == 400 and selector:
-            raise CliError(f"--selector {selector!r}: {e}") from None
-        raise CliError(str(e), code=1) from None
-    finally:
-        cluster.close()
 
 
 def _reason(data: bytes, status: int) -> str:

@@ -12,7 +12,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -53,45 +52,6 @@ class Resource:
 
 
 NODES = Resource("nodes")
-
-
-class NoClusterError(Exception):
-    """No kubeconfig and no in-cluster configuration."""
-
-
-def load_api_client(kubeconfig: Path | None, pool_size: int) -> Any:
-    """An ApiClient from ``kubeconfig``, else the in-cluster config, else $KUBECONFIG or
-    ~/.kube/config. Raises NoClusterError when none exists, ValueError when the chosen
-    one is unusable."""
-    import os
-
-    from kubernetes import client, config
-
-    conf = client.Configuration()
-    try:
-        if kubeconfig is not None:
-            config.load_kube_config(config_file=str(kubeconfig), client_configuration=conf)  # type: ignore[no-untyped-call]
-        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=conf)  # type: ignore[no-untyped-call]
-        else:
-            default = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-            first = default.split(os.pathsep)[0]
-            if not first or not os.path.exists(first):
-                raise NoClusterError("no kubeconfig and no in-cluster configuration")
-            config.load_kube_config(config_file=first, client_configuration=conf)  # type: ignore[no-untyped-call]
-    except config.ConfigException as e:
-        raise ValueError(f"kubeconfig: {e}") from None
-    return make_api_client(conf, pool_size)
-
-
-def make_api_client(conf: Any, pool_size: int) -> Any:
-    """An ApiClient on ``conf`` (a kubernetes Configuration) with the master's pool size
-    and without urllib3's own retries."""
-    from kubernetes import client
-
-    conf.connection_pool_maxsize = pool_size
-    conf.retries = 0  # retries are ours: with backoff, jitter and a fresh read on 409
-    return client.ApiClient(conf)
 
 
 def classify(method: str, url: str) -> tuple[str, str]:

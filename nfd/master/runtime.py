@@ -7,11 +7,12 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from nfd.kubeclient import NoClusterError, load_api_client
 from nfd.master.auth import Authenticator
 from nfd.master.decide import Decider
 from nfd.master.gc import GarbageCollector
 from nfd.master.groups import GroupManager
-from nfd.master.kube import KubeApi, NoClusterError, load_api_client
+from nfd.master.kube import KubeApi
 from nfd.master.leader import LeaderElector
 from nfd.master.metrics import Metrics
 from nfd.master.nodefeatures import NodeFeatureWatcher

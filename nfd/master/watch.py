@@ -17,13 +17,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from concurrent.futures import Future
 from typing import Any
 
+from nfd.backoff import Backoff
 from nfd.master.apierrors import KubeError, from_exception
 from nfd.master.kube import KubeApi, Resource
 
 log = logging.getLogger(__name__)
 
 Pages = AsyncIterator[list[dict[str, Any]]]  # the items of each page of one LIST
-BACKOFF_MIN_S, BACKOFF_MAX_S = 0.5, 30.0
 GONE = 410
 
 
@@ -129,13 +129,14 @@ class ListWatch:
 
     def _run(self) -> None:
         assert self._loop is not None
-        delay, expired = BACKOFF_MIN_S, not self.synced
+        # A few clients (the master's replicas), not a fleet: exact steps.
+        backoff, expired = Backoff(initial=0.5, cap=30.0, jitter=0), not self.synced
         while not self._stop.is_set():
             if not expired:
                 began = time.monotonic()
                 try:
                     if self._watch():
-                        delay = BACKOFF_MIN_S
+                        backoff.reset()
                     # The server ended the watch (its timeout): resume at once, unless it
                     # ended as soon as it began (a server that ends each one is not hammered).
                     if time.monotonic() - began > 1.0:
@@ -145,9 +146,8 @@ class ListWatch:
                     log.info("%s watch interrupted: %s", self.resource.plural, err)
                     self.live = False
                     expired = err.status == GONE or self.relist_after_break
-            if self._stop.wait(delay):
+            if self._stop.wait(backoff.next_delay()):
                 return
-            delay = min(delay * 2, BACKOFF_MAX_S)
             if expired:
                 try:
                     self._relist_from_thread()

@@ -4,7 +4,7 @@ served by the worker's status server: the updater runs on every node and stays l
 
 from __future__ import annotations
 
-from nfd.worker.promtext import Counter, Registry, build_info
+from nfd.promtext import Counter, Registry, build_info
 
 
 class TopologyMetrics:

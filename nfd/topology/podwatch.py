@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nfd.backoff import Backoff
 from nfd.policy import scaled_quantity
 from nfd.topology.kubeapi import KubeApi, path
 
@@ -206,18 +207,18 @@ class PodWatch:
         return rv
 
     def _run(self) -> None:
-        delay = 1.0
+        backoff = Backoff(initial=1.0, cap=60.0, jitter=0)
         rv = ""
         while not self._stop.is_set():
             try:
                 if not rv:
                     rv = self._list()
                 rv = self._watch(rv)
-                delay = 1.0
+                backoff.reset()
             except Exception as e:  # a watch ends for many reasons: list again, watch again
+                delay = backoff.next_delay()
                 log.info(
                     "pod watch for node %s interrupted: %s; listing again in %.0fs", self.node_name, e, delay
                 )
                 rv = ""
                 self._stop.wait(delay)
-                delay = min(delay * 2, 60.0)

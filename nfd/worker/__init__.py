@@ -1,8 +1,8 @@
 """The node agent: discover this node's features and keep the master current.
 
 - ``client``: the master's HTTP API (stdlib http.client, keep-alive, token per request).
-- ``backoff``: exponential backoff with jitter, honouring Retry-After.
-- ``loop``: one pass (discover, then full features or a heartbeat) and its outcome.
+- ``loop``: one pass (discover, then full features or a heartbeat) and its outcome;
+  retries on :class:`nfd.backoff.Backoff`, with jitter, honouring Retry-After.
 - ``schedule``: when passes run (APScheduler interval, triggers, retries).
 - ``watch``: features.d changes (inotify, else mtime polling).
 - ``hotplug``: PCI/USB hot-plug events (pyudev, or an adapter tests feed).

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nfd import __version__
+from nfd.backoff import Backoff
 from nfd.canonical import GroupCache
 from nfd.config import SourcesConfig
 from nfd.discovery import discover
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.sources import FeatureSource
-from nfd.worker.backoff import Backoff
 from nfd.worker.client import MasterClient, MasterUnreachable, Reply
 
 if TYPE_CHECKING:  # --oneshot runs without metrics: no prometheus_client import then
@@ -31,6 +31,11 @@ if TYPE_CHECKING:  # --oneshot runs without metrics: no prometheus_client import
     from nfd.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
+
+# While nothing takes the connection (the master restarting, not Ready yet), a try costs
+# the master nothing, and the first one after it is back should come soon: the delay
+# grows to this at most (to the backoff's cap when that is lower).
+DOWN_CAP_S = 2.0
 
 # Answers that mean "come back later": the master is busy, not the leader, or broken.
 # 401 is here too: the kubelet may rotate a bad token file soon (see the wire contract).
@@ -177,7 +182,7 @@ class Worker:
 
     def _unreachable(self, e: MasterUnreachable) -> Outcome:
         self._count("any", "unreachable")
-        delay = self.backoff.next_delay(down=e.down)
+        delay = self.backoff.next_delay(cap=DOWN_CAP_S if e.down else None)
         reason = f"master {self.client.base_url} unreachable: {e}"
         if not self.oneshot:
             # Said when it starts or changes; a master away for long is retried every

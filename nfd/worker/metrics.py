@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from nfd.worker.promtext import CONTENT_TYPE, Counter, Histogram, Registry, build_info
+from nfd.promtext import CONTENT_TYPE, Counter, Histogram, Registry, build_info
 
 log = logging.getLogger(__name__)
 

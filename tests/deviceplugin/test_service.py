@@ -227,7 +227,7 @@ def test_one_health_event_reaches_list_and_watch_and_the_metrics(
     from prometheus_client.parser import text_string_to_metric_families
 
     from nfd.devices.metrics import HealthMetrics
-    from nfd.worker.promtext import Registry
+    from nfd.promtext import Registry
 
     registry = Registry()
     m = start_plugin({"resources": [FPGA]})

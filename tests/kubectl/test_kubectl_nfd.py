@@ -169,6 +169,14 @@ def test_rules_test_cluster_without_a_master_token_is_one_line(fake_api, tmp_pat
         assert code == 2 and "--explain" in err
 
 
+def test_a_master_ca_without_a_master_url_is_one_line(tmp_path, capsys):
+    ca = tmp_path / "ca.crt"
+    ca.write_text("")
+    for argv in (["nodes"], ["rules", "test", "--cluster", "-f", str(ca)]):
+        code, _out, err = run(capsys, *argv, "--master-ca", str(ca))
+        assert code == 2 and err.count("\n") == 1 and "--master-ca goes with --master-url" in err, err
+
+
 def test_prune_is_nfd_prune(fake_api, tmp_path, capsys):
     with cluster(fake_api, tmp_path) as (_m, kc):
         code, out, err = run(capsys, "prune", "--dry-run", *kc[:2])

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
+from nfd.kubeclient import make_api_client
 from nfd.master.app import create_app
-from nfd.master.kube import make_api_client
 from nfd.master.runtime import Runtime, build_runtime
 from nfd.master.settings import MasterSettings
 

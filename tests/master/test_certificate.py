@@ -16,8 +16,9 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from nfd.kubeclient import make_api_client
 from nfd.master import certs
-from nfd.master.kube import KubeApi, make_api_client
+from nfd.master.kube import KubeApi
 from nfd.master.settings import KubeSettings, TLSSettings
 from nfd.master.tls import IPS, TLSError, dns_names, ensure_certificate, renew_once, write_files
 

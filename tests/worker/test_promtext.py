@@ -3,8 +3,8 @@ prometheus-client's own parser, values and labels intact."""
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from nfd.promtext import Counter, Histogram, Registry
 from nfd.worker.metrics import DISCOVERY_BUCKETS, WorkerMetrics
-from nfd.worker.promtext import Counter, Histogram, Registry
 
 
 def families(text: bytes) -> dict[str, object]:

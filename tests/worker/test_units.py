@@ -1,4 +1,4 @@
-"""The worker's parts on their own: client, error handling, backoff, debounce, watcher,
+"""The worker's parts on their own: client, error handling, debounce, watcher,
 device-plugin resource names."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from worker.worker_helpers import free_port, wait_until
 
+from nfd.backoff import Backoff
 from nfd.config import SourcesConfig
 from nfd.features import Features
 from nfd.hostroot import HostRoot
-from nfd.worker.backoff import Backoff
 from nfd.worker.client import MasterClient, MasterUnreachable, Reply, parse_retry_after
 from nfd.worker.debounce import Debouncer
 from nfd.worker.hotplug import MonitorUnavailable, UdevMonitor
@@ -206,27 +206,7 @@ def test_the_newest_features_go_out_after_failures(scripted: Scripted, tmp_path:
     assert w.backoff.failures == 0
 
 
-# -- backoff, debounce ----------------------------------------------------------------
-
-
-def test_backoff_grows_to_its_cap_with_jitter() -> None:
-    b = Backoff(initial=1, cap=8, rng=random.Random(7))
-    delays = [b.next_delay() for _ in range(8)]
-    ceilings = [1, 2, 4, 8, 8, 8, 8, 8]
-    assert all(c / 2 <= d <= c for d, c in zip(delays, ceilings, strict=True))
-    assert len(set(delays[3:])) > 1  # jittered, not a fixed cap
-    assert b.next_delay(retry_after=100) == 100
-    assert b.next_delay(retry_after=10**6) == 600  # an absurd Retry-After is bounded
-    b.reset()
-    assert b.next_delay() <= 1
-
-
-def test_a_master_that_takes_no_connection_is_retried_every_few_seconds() -> None:
-    b = Backoff(initial=1, cap=60, rng=random.Random(7))
-    down = [b.next_delay(down=True) for _ in range(20)]
-    assert all(0.5 <= d <= 2 for d in down) and max(down) > 1.5
-    assert 30 <= b.next_delay() <= 60  # busy (5xx, 429) after that: the full cap
-    assert Backoff(cap=0.5, rng=random.Random(7)).next_delay(down=True) <= 0.5  # a lower cap wins
+# -- master away, debounce ------------------------------------------------------------
 
 
 def test_a_restarting_master_is_found_soon_and_a_busy_one_is_left_alone(
