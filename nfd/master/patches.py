@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nfd.decision import Decision, Taint
-from nfd.master.state import Observed
+from nfd.master.state import Observed, shared
 from nfd.policy import FEATURE_NS, NFD_NS, parse_quantity
 
 LABELS_ANN = f"{NFD_NS}/feature-labels"
@@ -95,7 +95,8 @@ def observe(node: Mapping[str, Any], decision: Decision | None = None) -> Observ
     spec = node.get("spec") or {}
     taints = spec.get("taints")
     ann_all: dict[str, str] = annotations or {}
-    ours = {k: ann_all[k] for k in TRACKING if k in ann_all}
+    # A tracking annotation names each label of the node (kilobytes): one copy a fleet.
+    ours = {k: shared(ann_all[k]) for k in TRACKING if k in ann_all}
     probe = Observed({}, ours, {}, {}, [])
     own_labels, own_ann, own_er, _ = owned(probe)
     want_labels = set(decision.labels) if decision else set()

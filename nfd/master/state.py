@@ -4,6 +4,7 @@ the keys the master owns."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -14,6 +15,22 @@ from nfd.master.featurestore import FeatureStore
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+SHARED_MAX_LEN = 64 * 1024
+
+
+def shared(value: str) -> str:
+    """The first equal string seen lately, for values each node holds a copy of while a
+    fleet has few distinct ones (tracking annotations, versions): parsed from every
+    request or answer, each would be its own object. Bounded: 256 values, each short
+    enough; a miss only costs the copy."""
+    return _shared(value) if len(value) <= SHARED_MAX_LEN else value
+
+
+@functools.lru_cache(maxsize=256)
+def _shared(value: str) -> str:
+    return value
 
 
 @dataclass(slots=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from nfd.decision import Decision, Taint
@@ -132,3 +134,16 @@ def test_taints_keep_others_and_replace_ours(existing):
     out, _, _ = apply(out, Decision())
     assert out["spec"]["taints"] == (existing or [])
     assert TAINTS_ANN not in out["metadata"]["annotations"]
+
+
+def test_tracking_annotations_read_from_many_nodes_are_one_string():
+    # Each answer is parsed afresh; a fleet's equal tracking annotations (a name per
+    # label: kilobytes) must not be held once per node.
+    value = ",".join(f"label-{i}" for i in range(200))
+
+    def node() -> dict:
+        return json.loads(json.dumps({"metadata": {"labels": {}, "annotations": {LABELS_ANN: value}}}))
+
+    a, b = observe(node()), observe(node())
+    assert a.annotations[LABELS_ANN] == value
+    assert a.annotations[LABELS_ANN] is b.annotations[LABELS_ANN]
