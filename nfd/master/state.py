@@ -5,9 +5,10 @@ the keys the master owns."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 
 from nfd.decision import Decision
 from nfd.master.featurestore import FeatureStore
@@ -18,6 +19,7 @@ def now() -> datetime:
 
 
 SHARED_MAX_LEN = 64 * 1024
+_NO_OBJECTS: Mapping[str, str] = MappingProxyType({})  # most nodes': one object
 
 
 def shared(value: str) -> str:
@@ -37,7 +39,8 @@ def _shared(value: str) -> str:
 class Observed:
     """What the Node object holds for the keys that concern the master: its ownership
     annotations and the labels, annotations, resources and taints they name (plus the
-    ones the master wants to set). Rebuilt from each GET / PATCH answer."""
+    ones the master wants to set). Rebuilt from each GET / PATCH answer, never changed:
+    nodes share equal parts (``patches.observe``)."""
 
     labels: dict[str, str]
     annotations: dict[str, str]
@@ -70,8 +73,8 @@ class NodeRecord:
     # then the merged set); "" when ``digest`` is the worker's.
     worker_digest: str = ""
     has_worker: bool = True  # False: known only from NodeFeature objects
-    # Label -> "NodeFeature <namespace>/<name>" that asked for it.
-    label_objects: dict[str, str] = field(default_factory=dict)
+    # Label -> "NodeFeature <namespace>/<name>" that asked for it (replaced, not changed).
+    label_objects: Mapping[str, str] = field(default_factory=lambda: _NO_OBJECTS)
 
     @property
     def own_digest(self) -> str:

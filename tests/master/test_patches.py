@@ -147,3 +147,14 @@ def test_tracking_annotations_read_from_many_nodes_are_one_string():
     a, b = observe(node()), observe(node())
     assert a.annotations[LABELS_ANN] == value
     assert a.annotations[LABELS_ANN] is b.annotations[LABELS_ANN]
+
+
+def test_nodes_in_sync_with_one_decision_share_what_is_observed():
+    d = Decision(labels={f"{FNS}/a": "1"}, extended_resources={f"{FNS}/r": "2"})
+    synced, _, _ = apply(node(labels={"kubernetes.io/hostname": "n1"}), d)
+    a, b = (observe(json.loads(json.dumps(synced)), d) for _ in range(2))
+    assert (a.labels, a.annotations, a.capacity) == (b.labels, b.annotations, b.capacity)
+    assert a.labels is b.labels and a.annotations is b.annotations
+    assert not node_patch(d, b) and not status_patch(d, b)
+    bare = observe(node(), None), observe(node(), None)
+    assert bare[0].capacity is bare[1].capacity and bare[0].taints is bare[1].taints
