@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+import urllib3
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import master_bench as mb  # bench/ is not a package
@@ -58,7 +60,6 @@ class Api:
     connections as requests in flight. Retries a 429 after its Retry-After, counted."""
 
     def __init__(self, kubeconfig: Path, connections: int) -> None:
-        import urllib3
         from kubernetes import client, config
 
         conf = client.Configuration()
@@ -93,8 +94,18 @@ class Api:
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = content_type
-        while True:
-            r = self.pool.request(method, path, body=data, headers=headers)
+        for attempt in range(5):
+            try:
+                r = self.pool.request(method, path, body=data, headers=headers)
+            except urllib3.exceptions.HTTPError:
+                # A keep-alive connection the server closed while idle: every request
+                # here is idempotent (a create answers 409 the second time).
+                if attempt == 4:
+                    raise
+                time.sleep(0.2)
+                continue
+            if r.status == 409 and method == "POST":
+                return {}
             if r.status == 429:
                 with self._lock:
                     self.throttled += 1
@@ -103,6 +114,7 @@ class Api:
             if r.status >= 300:
                 raise SystemExit(f"{method} {path}: {r.status} {r.data[:300]!r}")
             return json.loads(r.data) if r.data else {}
+        raise SystemExit(f"{method} {path}: no answer")
 
     def list_nodes(self, selector: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -138,7 +150,10 @@ def create_nodes(api: Api, run: str, names: list[str]) -> None:
 
 def delete_nodes(api: Api, selector: str) -> int:
     """Delete every Node ``selector`` matches; answers how many were left after 60 s."""
-    api.request("DELETE", f"/api/v1/nodes?labelSelector={quote(selector)}")
+    try:
+        api.request("DELETE", f"/api/v1/nodes?labelSelector={quote(selector)}")
+    except (SystemExit, urllib3.exceptions.HTTPError) as e:
+        print(f"deleting the collection failed ({e}); deleting each Node")
     deadline = time.monotonic() + 60
     left = api.list_nodes(selector)
     while left and time.monotonic() < deadline:
@@ -146,8 +161,8 @@ def delete_nodes(api: Api, selector: str) -> int:
             name = node["metadata"]["name"]
             try:
                 api.request("DELETE", f"/api/v1/nodes/{quote(name)}")
-            except SystemExit:
-                pass  # gone meanwhile
+            except (SystemExit, urllib3.exceptions.HTTPError):
+                pass  # gone meanwhile, or tried again on the next round
         time.sleep(1)
         left = api.list_nodes(selector)
     return len(left)
@@ -204,9 +219,11 @@ def run_nfd(
         asyncio.run(mb.put_all(port, names, template))
         t_put = time.monotonic() - t0
         deadline = t0 + 600
+        windows: list[float] = []  # the master's requests in flight allowed, as it adapts
         while master_metric(port, "nfd_master_node_updates_total") < len(names):
             if time.monotonic() > deadline:
                 raise SystemExit("nfd did not label every node in 10 minutes")
+            windows.append(master_metric(port, "nfd_master_api_requests_in_flight_limit"))
             time.sleep(0.05)
         took = time.monotonic() - t0
         cpu = mb.cpu_s(master.pid) - c0
@@ -214,6 +231,7 @@ def run_nfd(
             "seconds": took, "put_s": t_put, "cpu_s": cpu,
             "rss_mib": vm_kib(master.pid, "VmRSS") / 1024, "peak_mib": vm_kib(master.pid, "VmHWM") / 1024,
             "throttled": master_metric(port, "nfd_master_node_update_failures_total", 'reason="429"'),
+            "window": f"{max(windows, default=0):.0f} at most, {sum(windows) / max(1, len(windows)):.0f} on average",
         }  # fmt: skip
     finally:
         mb.stop(master)
@@ -269,7 +287,8 @@ def main() -> None:
             nfd_rate = n / nfd["seconds"]
             print(f"nfd master: {n} nodes labelled in {nfd['seconds']:.1f} s = {nfd_rate:.0f} nodes/s "
                   f"(features all sent after {nfd['put_s']:.1f} s), 429s {nfd['throttled']:.0f}, "
-                  f"CPU {nfd['cpu_s']:.1f} s, RSS {nfd['rss_mib']:.0f} MiB (peak {nfd['peak_mib']:.0f} MiB)")  # fmt: skip
+                  f"CPU {nfd['cpu_s']:.1f} s, RSS {nfd['rss_mib']:.0f} MiB (peak {nfd['peak_mib']:.0f} MiB); "
+                  f"requests in flight {nfd['window']}")  # fmt: skip
             labels = nfd["labels"]
             best = 0.0, 0
             for k, inflight in enumerate(levels):

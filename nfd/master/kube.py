@@ -156,6 +156,8 @@ class KubeApi:
             min_qps=settings.min_qps,
             slow_s=settings.slow_request_s,
         )
+        if metrics is not None:
+            metrics.api_window.set_function(lambda: self.limiter.window)
         # Bounded: the limiter's window at its ceiling, plus room for the calls outside
         # it (leases, the serving certificate's objects) and the watches' LISTs.
         # Daemon threads: a call the API server does not answer (a LIST may take a

@@ -23,9 +23,13 @@ and on push-back:
 
 - a 429 halves it, a slow answer (over ``slow_s``) cuts it by a quarter (with the rate);
 - rising latency cuts it by a quarter, at most once a second: the recent write latency
-  (a short moving average) above ``tolerance`` times the fastest write of the last
-  ``base_window_s`` seconds, and above ``fast_s`` (under which any answer is fast: a
-  few milliseconds' noise is no sign of a queue). Only writes are timed for it: reads
+  (a moving average of the last few) above ``tolerance`` times the usual one (of the
+  last fifty or so), and above ``fast_s`` (under which any answer is fast: a few
+  milliseconds' noise is no sign of a queue). A rise, not a level: on a small API
+  server each request in flight adds to every answer's time while the throughput
+  still grows (etcd commits writes together), so latency over the fastest seen would
+  hold the window far below what the server takes; a queue building up (API Priority
+  and Fairness holding requests) shows as a jump. Only writes are timed for it: reads
   are served from the API server's cache and a LIST's time grows with its size, so
   either would make the writes look slow.
 """
@@ -41,6 +45,7 @@ from collections.abc import Callable
 log = logging.getLogger(__name__)
 
 SHORT_ALPHA = 0.2  # weight of a write's latency in the recent average (~ the last 5)
+LONG_ALPHA = 0.02  # ... and in the usual one (~ the last 50)
 
 
 class AdaptiveRate:
@@ -56,7 +61,6 @@ class AdaptiveRate:
         slow_s: float = 2.0,
         fast_s: float = 0.05,
         tolerance: float = 2.0,
-        base_window_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._clock = clock
@@ -79,13 +83,10 @@ class AdaptiveRate:
         self.peak_limit = self.limit
         self.fast_s = fast_s
         self.tolerance = tolerance
-        self.base_window_s = base_window_s
         self._slow_start = True
-        self._recent: float | None = None  # moving average of write latencies
-        # The fastest write in this half of the base window and in the last one: the
-        # base is the smaller, so it forgets a fast answer after one to two halves.
-        self._base_now = self._base_prev = math.inf
-        self._base_since = self._stamp
+        # Moving averages of write latencies: the last few, and the usual of late.
+        self._recent: float | None = None
+        self._usual: float | None = None
         self._last_cut = -math.inf
         self._freed = asyncio.Event()
         self.window_cuts = 0  # how often the window shrank
@@ -158,22 +159,19 @@ class AdaptiveRate:
 
     def _steer(self, seconds: float) -> None:
         t = self._clock()
-        if t - self._base_since >= self.base_window_s:  # no writes for a while: both stale
-            self._base_prev, self._base_now, self._base_since = math.inf, math.inf, t
-        elif t - self._base_since >= self.base_window_s / 2:
-            self._base_prev, self._base_now, self._base_since = self._base_now, math.inf, t
-        self._base_now = min(self._base_now, seconds)
-        base = min(self._base_now, self._base_prev)
-        recent = self._recent = seconds if self._recent is None else (
-            self._recent + SHORT_ALPHA * (seconds - self._recent)
-        )  # fmt: skip
-        if recent > self.fast_s and recent > self.tolerance * base:
+        if self._recent is None or self._usual is None:
+            self._recent = self._usual = seconds
+        else:
+            self._recent += SHORT_ALPHA * (seconds - self._recent)
+            self._usual += LONG_ALPHA * (seconds - self._usual)
+        recent, usual = self._recent, self._usual
+        if recent > self.fast_s and recent > self.tolerance * usual:
             if t - self._last_cut >= 1.0:
                 window = self.window
                 self._cut(0.75, t)
                 log.info(
-                    "API server answers slower (%.0f ms, fastest %.0f ms): in flight %d -> %d",
-                    recent * 1000, base * 1000, window, self.window,
+                    "API server answers slower (%.0f ms, usually %.0f ms): in flight %d -> %d",
+                    recent * 1000, usual * 1000, window, self.window,
                 )  # fmt: skip
             return
         # Grow only while the window is used: an idle client learns nothing of the server.
