@@ -219,11 +219,11 @@ def run_nfd(
         asyncio.run(mb.put_all(port, names, template))
         t_put = time.monotonic() - t0
         deadline = t0 + 600
-        windows: list[float] = []  # the master's requests in flight allowed, as it adapts
+        windows: list[float] = []  # the master's writes in flight allowed, as it adapts
         while master_metric(port, "nfd_master_node_updates_total") < len(names):
             if time.monotonic() > deadline:
                 raise SystemExit("nfd did not label every node in 10 minutes")
-            windows.append(master_metric(port, "nfd_master_api_requests_in_flight_limit"))
+            windows.append(master_metric(port, "nfd_master_api_writes_in_flight_limit"))
             time.sleep(0.05)
         took = time.monotonic() - t0
         cpu = mb.cpu_s(master.pid) - c0
@@ -288,7 +288,7 @@ def main() -> None:
             print(f"nfd master: {n} nodes labelled in {nfd['seconds']:.1f} s = {nfd_rate:.0f} nodes/s "
                   f"(features all sent after {nfd['put_s']:.1f} s), 429s {nfd['throttled']:.0f}, "
                   f"CPU {nfd['cpu_s']:.1f} s, RSS {nfd['rss_mib']:.0f} MiB (peak {nfd['peak_mib']:.0f} MiB); "
-                  f"requests in flight {nfd['window']}")  # fmt: skip
+                  f"writes in flight {nfd['window']}")  # fmt: skip
             labels = nfd["labels"]
             best = 0.0, 0
             for k, inflight in enumerate(levels):

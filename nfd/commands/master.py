@@ -86,7 +86,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--parallelism",
         type=int,
         metavar="N",
-        help="ceiling of the API requests in flight; fewer while the API server slows down (default 64)",
+        help="ceiling of the node writes in flight; fewer while the API server slows down (default 64)",
     )
 
 

@@ -182,11 +182,11 @@ class KubeApi:
             pass
 
     async def _call(self, fn: Callable[[], Any], *, limited: bool = True, write: bool = False) -> Any:
-        """``limited``: within the limiter's rate and window; ``write``: its latency
-        steers the window."""
+        """``limited``: within the limiter's rate; ``write``: a write, within its window
+        too, whose latency steers it."""
         if not limited:
             return await self._send(fn)
-        await self.limiter.acquire()
+        await self.limiter.acquire(write=write)
         try:
             t0 = time.monotonic()
             try:
@@ -197,7 +197,8 @@ class KubeApi:
             self.limiter.answered(time.monotonic() - t0, write=write)
             return out
         finally:
-            self.limiter.release()
+            if write:
+                self.limiter.release()
 
     async def _send(self, fn: Callable[[], Any]) -> Any:
         loop = asyncio.get_running_loop()

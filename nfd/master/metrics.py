@@ -49,8 +49,8 @@ class Metrics:
         self.nodes = Gauge("nfd_master_nodes", "Nodes the master holds features for", registry=r)
         self.queue_depth = Gauge("nfd_master_update_queue_depth", "Nodes waiting to be written", registry=r)
         self.api_window = Gauge(
-            "nfd_master_api_requests_in_flight_limit",
-            "Requests to the API server that may be in flight now (adapts up to --parallelism)",
+            "nfd_master_api_writes_in_flight_limit",
+            "Node writes that may be in flight now (adapts up to --parallelism)",
             registry=r,
         )
         self.is_leader = Gauge("nfd_master_is_leader", "1 while this instance may write", registry=r)

@@ -13,7 +13,7 @@ Priority and Fairness) decides how much it takes. When it pushes back, the rate 
   rising latency is the API server's first sign of overload;
 - every second without either gives back ``increase_qps`` of rate, up to the ceiling.
 
-The window of requests in flight (up to ``max_in_flight``, ``--parallelism``) finds
+The window of writes in flight (up to ``max_in_flight``, ``--parallelism``) finds
 the server's pace: a fixed number caps the master at that many round trips at a time
 (10 at ~100 ms each: 100 nodes/s however much more the server would take), and a large
 fixed number overloads a small server. It starts small and grows while the window is
@@ -96,11 +96,13 @@ class AdaptiveRate:
         """Requests that may be in flight now."""
         return max(1, int(self.limit))
 
-    async def acquire(self) -> None:
-        """Wait for a place in the window and a token; ``release()`` when answered."""
+    async def acquire(self, *, write: bool = False) -> None:
+        """Wait for a token; a write also for a place in the window (``release()`` it
+        when answered). Reads (reviews of workers' tokens, LISTs) take no place: they
+        must not wait behind node writes."""
         # The lock keeps waiters in order, so one burst of callers cannot starve others.
         async with self._lock:
-            while self.in_flight >= self.window:
+            while write and self.in_flight >= self.window:
                 self._freed.clear()
                 await self._freed.wait()
             while True:
@@ -112,9 +114,11 @@ class AdaptiveRate:
                     self._tokens -= 1
                     break
                 await asyncio.sleep((1 - self._tokens) / self.qps)
-            self.in_flight += 1
+            if write:
+                self.in_flight += 1
 
     def release(self) -> None:
+        """A write acquired with ``write=True`` was answered."""
         self.in_flight -= 1
         self._freed.set()
 

@@ -94,8 +94,8 @@ class KubeSettings(BaseModel):
     burst: int = Field(default=100, ge=1)
     min_qps: float = Field(default=5.0, gt=0)
     slow_request_s: float = Field(default=2.0, gt=0)
-    # Ceiling of the requests in flight (the workers' node writes, reads and reviews):
-    # the limiter's window grows to it while the API server answers fast (ratelimit.py).
+    # Ceiling of the node writes in flight (and the number of node workers): the
+    # limiter's window grows to it while the API server answers fast (ratelimit.py).
     parallelism: int = Field(default=64, ge=1)
     request_timeout_s: float = Field(default=10.0, gt=0)
     # Per-node retry backoff (exponential with jitter).

@@ -178,12 +178,13 @@ def test_a_new_level_of_latency_becomes_the_usual():
     assert r.window > 64 * 0.75**cuts  # growing again
 
 
-def test_acquire_waits_for_a_place_in_the_window():
+def test_a_write_waits_for_a_place_in_the_window_and_a_read_does_not():
     async def main() -> tuple[bool, bool]:
         r = AdaptiveRate(1000, 100, max_in_flight=2, initial_in_flight=2)
-        await r.acquire()
-        await r.acquire()
-        third = asyncio.ensure_future(r.acquire())
+        await r.acquire(write=True)
+        await r.acquire(write=True)
+        await asyncio.wait_for(r.acquire(), 1)  # a read (a token review) does not wait
+        third = asyncio.ensure_future(r.acquire(write=True))
         await asyncio.sleep(0.01)
         waited = not third.done()
         r.release()
