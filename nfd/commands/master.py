@@ -82,7 +82,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="client-side API write rate ceiling; lowered while the API server pushes back (default 500)",
     )
     p.add_argument("--kube-api-burst", type=int, metavar="N", help="client-side API burst (default 100)")
-    p.add_argument("--parallelism", type=int, metavar="N", help="nodes written at once (default 10)")
+    p.add_argument(
+        "--parallelism",
+        type=int,
+        metavar="N",
+        help="ceiling of the node writes in flight; fewer while the API server slows down (default 64)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -37,10 +37,27 @@ def _elements(kind: str, body: Mapping[str, Any] | None) -> Any:
     return canonical.instance_maps(elements) if kind == "instances" else elements
 
 
+_KEYS_PER_PART = 16
+
+
 @dataclass(slots=True)
 class _Part:
     data: bytes
     refs: int
+    # Each (kind, name, hash) naming it, as manifests hold them: one tuple for every node
+    # with this group rather than one per node (a fleet of 10,000 nodes holds ~300,000).
+    # Usually one; equal contents under several names (empty groups) have several, the
+    # first few of them shared.
+    keys: list[tuple[str, str, str]]
+
+    def key(self, kind: str, name: str, h: str) -> tuple[str, str, str]:
+        for k in self.keys:
+            if k[1] == name and k[0] == kind:
+                return k
+        k = (kind, name, h)
+        if len(self.keys) < _KEYS_PER_PART:
+            self.keys.append(k)
+        return k
 
 
 @dataclass(slots=True)
@@ -59,13 +76,15 @@ class FeatureStore:
         if m is not None:
             m.refs += 1
             return
-        for _kind, _name, h, gj in enc.parts:
+        keys: list[tuple[str, str, str]] = []
+        for kind, name, h, gj in enc.parts:
             p = self._parts.get(h)
             if p is None:
-                self._parts[h] = _Part(zlib.compress(gj.encode(), 1), 1)
+                p = self._parts[h] = _Part(zlib.compress(gj.encode(), 1), 1, [])
             else:
                 p.refs += 1
-        self._manifests[enc.digest] = _Manifest(tuple((k, n, h) for k, n, h, _ in enc.parts), 1)
+            keys.append(p.key(kind, name, h))
+        self._manifests[enc.digest] = _Manifest(tuple(keys), 1)
 
     def release(self, digest: str) -> None:
         m = self._manifests.get(digest)

@@ -110,9 +110,16 @@ class KubeApi:
         self.authz = client.AuthorizationV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.limiter = AdaptiveRate(
-            settings.qps, settings.burst, min_qps=settings.min_qps, slow_s=settings.slow_request_s
+            settings.qps,
+            settings.burst,
+            max_in_flight=settings.parallelism,
+            min_qps=settings.min_qps,
+            slow_s=settings.slow_request_s,
         )
-        # Bounded: the node workers, plus room for auth, leases and the watches' LISTs.
+        if metrics is not None:
+            metrics.api_window.set_function(lambda: self.limiter.window)
+        # Bounded: the limiter's window at its ceiling, plus room for the calls outside
+        # it (leases, the serving certificate's objects) and the watches' LISTs.
         # Daemon threads: a call the API server does not answer (a LIST may take a
         # minute) must not keep a stopped master alive.
         self.pool = DaemonPool(settings.parallelism + 6, "kube")
@@ -134,9 +141,26 @@ class KubeApi:
         except Exception:  # closing a pool that never connected; nothing to lose
             pass
 
-    async def _call(self, fn: Callable[[], Any], *, limited: bool = True) -> Any:
-        if limited:
-            await self.limiter.acquire()
+    async def _call(self, fn: Callable[[], Any], *, limited: bool = True, write: bool = False) -> Any:
+        """``limited``: within the limiter's rate; ``write``: a write, within its window
+        too, whose latency steers it."""
+        if not limited:
+            return await self._send(fn)
+        await self.limiter.acquire(write=write)
+        try:
+            t0 = time.monotonic()
+            try:
+                out = await self._send(fn)
+            except apierrors.TooManyRequests:
+                self.limiter.throttled()
+                raise
+            self.limiter.answered(time.monotonic() - t0, write=write)
+            return out
+        finally:
+            if write:
+                self.limiter.release()
+
+    async def _send(self, fn: Callable[[], Any]) -> Any:
         loop = asyncio.get_running_loop()
 
         def run() -> Any:
@@ -147,14 +171,7 @@ class KubeApi:
             data = resp.data
             return json.loads(data) if data else {}
 
-        t0 = time.monotonic()
-        try:
-            out = await loop.run_in_executor(self.pool, run)
-        except apierrors.TooManyRequests:
-            self.limiter.throttled()
-            raise
-        self.limiter.answered(time.monotonic() - t0)
-        return out
+        return await loop.run_in_executor(self.pool, run)
 
     # -- nodes ------------------------------------------------------------------------
     async def get_node(self, name: str) -> dict[str, Any]:
@@ -187,12 +204,12 @@ class KubeApi:
 
     async def patch_node(self, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
         return await self._call(  # type: ignore[no-any-return]
-            lambda: self._json_patch("/api/v1/nodes/{name}", name, ops)
+            lambda: self._json_patch("/api/v1/nodes/{name}", name, ops), write=True
         )
 
     async def patch_node_status(self, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
         return await self._call(  # type: ignore[no-any-return]
-            lambda: self._json_patch("/api/v1/nodes/{name}/status", name, ops)
+            lambda: self._json_patch("/api/v1/nodes/{name}/status", name, ops), write=True
         )
 
     # -- auth -------------------------------------------------------------------------
@@ -352,4 +369,4 @@ class KubeApi:
         from urllib.parse import quote
 
         path = f"/apis/{group}/{version}/namespaces/{quote(namespace, safe='')}/{plural}/{{name}}/status"
-        return await self._call(lambda: self._json_patch(path, name, ops))  # type: ignore[no-any-return]
+        return await self._call(lambda: self._json_patch(path, name, ops), write=True)  # type: ignore[no-any-return]

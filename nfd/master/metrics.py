@@ -48,6 +48,11 @@ class Metrics:
         )
         self.nodes = Gauge("nfd_master_nodes", "Nodes the master holds features for", registry=r)
         self.queue_depth = Gauge("nfd_master_update_queue_depth", "Nodes waiting to be written", registry=r)
+        self.api_window = Gauge(
+            "nfd_master_api_writes_in_flight_limit",
+            "Node writes that may be in flight now (adapts up to --parallelism)",
+            registry=r,
+        )
         self.is_leader = Gauge("nfd_master_is_leader", "1 while this instance may write", registry=r)
         # Upstream's nfd-gc names: our collector runs inside the master, so its series
         # are served here, by the kind of object (upstream's label values).

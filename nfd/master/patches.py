@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nfd.decision import Decision, Taint
-from nfd.master.state import Observed
+from nfd.master.state import Observed, shared
 from nfd.policy import FEATURE_NS, NFD_NS, parse_quantity
 
 LABELS_ANN = f"{NFD_NS}/feature-labels"
@@ -84,6 +84,25 @@ def owned(obs: Observed) -> tuple[frozenset[str], frozenset[str], frozenset[str]
     )
 
 
+# Observed is never changed once built, so nodes share equal parts: these, and the
+# decision's own maps (a node in sync holds what its decision wants).
+_NO_VALUES: dict[str, str] = {}
+_NO_TAINTS: list[dict[str, str]] = []
+
+
+def _shared_annotations(decision: Decision | None, ours: dict[str, str]) -> dict[str, str]:
+    """``ours``, or an equal map another node of ``decision`` holds already."""
+    if not ours:
+        return _NO_VALUES
+    if decision is None:
+        return ours
+    known = decision.__dict__.get("_observed_annotations")
+    if known == ours:
+        return known  # type: ignore[no-any-return]
+    decision.__dict__["_observed_annotations"] = ours  # frozen dataclass: a cache, not state
+    return ours
+
+
 def observe(node: Mapping[str, Any], decision: Decision | None = None) -> Observed:
     """Keep from a Node what the patches need: memory stays flat however big the Node."""
     meta = node.get("metadata") or {}
@@ -95,7 +114,8 @@ def observe(node: Mapping[str, Any], decision: Decision | None = None) -> Observ
     spec = node.get("spec") or {}
     taints = spec.get("taints")
     ann_all: dict[str, str] = annotations or {}
-    ours = {k: ann_all[k] for k in TRACKING if k in ann_all}
+    # A tracking annotation names each label of the node (kilobytes): one copy a fleet.
+    ours = {k: shared(ann_all[k]) for k in TRACKING if k in ann_all}
     probe = Observed({}, ours, {}, {}, [])
     own_labels, own_ann, own_er, _ = owned(probe)
     want_labels = set(decision.labels) if decision else set()
@@ -106,6 +126,8 @@ def observe(node: Mapping[str, Any], decision: Decision | None = None) -> Observ
     obs_labels = {k: v for k, v in lab.items() if k in keep_l}
     if decision is not None and obs_labels == decision.labels:
         obs_labels = decision.labels  # share: a synced fleet costs one copy
+    elif not obs_labels:
+        obs_labels = _NO_VALUES
     keep_a = own_ann | want_ann
     ours.update({k: v for k, v in ann_all.items() if k in keep_a})
     keep_e = own_er | want_er
@@ -113,10 +135,10 @@ def observe(node: Mapping[str, Any], decision: Decision | None = None) -> Observ
     alloc: dict[str, str] = allocatable or {}
     return Observed(
         labels=obs_labels,
-        annotations=ours,
-        capacity={k: str(v) for k, v in cap.items() if k in keep_e},
-        allocatable={k: str(v) for k, v in alloc.items() if k in keep_e},
-        taints=list(taints or []),
+        annotations=_shared_annotations(decision, ours),
+        capacity={k: str(v) for k, v in cap.items() if k in keep_e} if keep_e and cap else _NO_VALUES,
+        allocatable={k: str(v) for k, v in alloc.items() if k in keep_e} if keep_e and alloc else _NO_VALUES,
+        taints=list(taints) if taints else _NO_TAINTS,
         has_labels=labels is not None,
         has_annotations=annotations is not None,
         has_capacity=capacity is not None,

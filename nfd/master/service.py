@@ -20,11 +20,13 @@ from nfd.master.decide import Decider
 from nfd.master.featurestore import encode
 from nfd.master.metrics import Metrics
 from nfd.master.publisher import MemoryPublisher, Publisher
-from nfd.master.state import NodeRecord, NodeStore, now
+from nfd.master.state import NodeRecord, NodeStore, now, shared
 from nfd.nodefeature import NodeFeatureObject, merge
 from nfd.rules import RuleSet
 
 log = logging.getLogger(__name__)
+
+_NO_RESOURCES: frozenset[str] = frozenset()  # most nodes' device-plugin resources: one object
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,8 @@ class MasterService:
     ) -> Submitted:
         """``features``: the wire shape, already validated."""
         self.metrics.update_requests.inc()
-        dpr = frozenset(device_plugin_resources)
+        dpr = frozenset(device_plugin_resources) or _NO_RESOURCES
+        nfd_version = shared(nfd_version)
         rec = self.store.get(name)
         if rec is not None:
             rec.last_seen = time.monotonic()

@@ -94,7 +94,9 @@ class KubeSettings(BaseModel):
     burst: int = Field(default=100, ge=1)
     min_qps: float = Field(default=5.0, gt=0)
     slow_request_s: float = Field(default=2.0, gt=0)
-    parallelism: int = Field(default=10, ge=1)
+    # Ceiling of the node writes in flight (and the number of node workers): the
+    # limiter's window grows to it while the API server answers fast (ratelimit.py).
+    parallelism: int = Field(default=64, ge=1)
     request_timeout_s: float = Field(default=10.0, gt=0)
     # Per-node retry backoff (exponential with jitter).
     backoff_base_s: float = Field(default=0.05, gt=0)

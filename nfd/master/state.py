@@ -4,9 +4,11 @@ the keys the master owns."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 
 from nfd.decision import Decision
 from nfd.master.featurestore import FeatureStore
@@ -16,11 +18,29 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+SHARED_MAX_LEN = 64 * 1024
+_NO_OBJECTS: Mapping[str, str] = MappingProxyType({})  # most nodes': one object
+
+
+def shared(value: str) -> str:
+    """The first equal string seen lately, for values each node holds a copy of while a
+    fleet has few distinct ones (tracking annotations, versions): parsed from every
+    request or answer, each would be its own object. Bounded: 256 values, each short
+    enough; a miss only costs the copy."""
+    return _shared(value) if len(value) <= SHARED_MAX_LEN else value
+
+
+@functools.lru_cache(maxsize=256)
+def _shared(value: str) -> str:
+    return value
+
+
 @dataclass(slots=True)
 class Observed:
     """What the Node object holds for the keys that concern the master: its ownership
     annotations and the labels, annotations, resources and taints they name (plus the
-    ones the master wants to set). Rebuilt from each GET / PATCH answer."""
+    ones the master wants to set). Rebuilt from each GET / PATCH answer, never changed:
+    nodes share equal parts (``patches.observe``)."""
 
     labels: dict[str, str]
     annotations: dict[str, str]
@@ -53,8 +73,8 @@ class NodeRecord:
     # then the merged set); "" when ``digest`` is the worker's.
     worker_digest: str = ""
     has_worker: bool = True  # False: known only from NodeFeature objects
-    # Label -> "NodeFeature <namespace>/<name>" that asked for it.
-    label_objects: dict[str, str] = field(default_factory=dict)
+    # Label -> "NodeFeature <namespace>/<name>" that asked for it (replaced, not changed).
+    label_objects: Mapping[str, str] = field(default_factory=lambda: _NO_OBJECTS)
 
     @property
     def own_digest(self) -> str:

@@ -52,3 +52,28 @@ def test_group_cache_gives_the_same_encoding():
     changed = sample("a").to_dict()
     changed["attributes"]["kernel.version"]["elements"]["full"] = "6.2.0"
     assert encode(changed, cache) == encode(changed)
+
+
+def test_nodes_with_the_same_group_share_its_manifest_entry():
+    # Each node's request is parsed afresh: equal groups must still be held once, names
+    # and hashes included, or a fleet's manifests grow by a tuple per group per node.
+    store = FeatureStore()
+    a = encode(json.loads(json.dumps(sample("a").to_dict())))
+    b = encode(json.loads(json.dumps(sample("b").to_dict())))
+    store.put(a)
+    store.put(b)
+    shared = [x is y for x, y in zip(store.parts(a.digest), store.parts(b.digest), strict=True)]
+    assert shared.count(False) == 1  # system.name differs; every other entry is one object
+    store.release(a.digest)
+    assert store.get(b.digest).to_dict() == sample("b").to_dict()
+
+
+def test_equal_groups_under_other_names_keep_their_names():
+    f = Features()
+    f.set_flags("cpu.cpuid", [])
+    f.set_flags("cpu.other", [])
+    store = FeatureStore()
+    enc = encode(f.to_dict())
+    store.put(enc)
+    assert store.get(enc.digest).to_dict() == f.to_dict()
+    assert {n for _, n, _ in store.parts(enc.digest)} >= {"cpu.cpuid", "cpu.other"}

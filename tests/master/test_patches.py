@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from nfd.decision import Decision, Taint
@@ -132,3 +134,27 @@ def test_taints_keep_others_and_replace_ours(existing):
     out, _, _ = apply(out, Decision())
     assert out["spec"]["taints"] == (existing or [])
     assert TAINTS_ANN not in out["metadata"]["annotations"]
+
+
+def test_tracking_annotations_read_from_many_nodes_are_one_string():
+    # Each answer is parsed afresh; a fleet's equal tracking annotations (a name per
+    # label: kilobytes) must not be held once per node.
+    value = ",".join(f"label-{i}" for i in range(200))
+
+    def node() -> dict:
+        return json.loads(json.dumps({"metadata": {"labels": {}, "annotations": {LABELS_ANN: value}}}))
+
+    a, b = observe(node()), observe(node())
+    assert a.annotations[LABELS_ANN] == value
+    assert a.annotations[LABELS_ANN] is b.annotations[LABELS_ANN]
+
+
+def test_nodes_in_sync_with_one_decision_share_what_is_observed():
+    d = Decision(labels={f"{FNS}/a": "1"}, extended_resources={f"{FNS}/r": "2"})
+    synced, _, _ = apply(node(labels={"kubernetes.io/hostname": "n1"}), d)
+    a, b = (observe(json.loads(json.dumps(synced)), d) for _ in range(2))
+    assert (a.labels, a.annotations, a.capacity) == (b.labels, b.annotations, b.capacity)
+    assert a.labels is b.labels and a.annotations is b.annotations
+    assert not node_patch(d, b) and not status_patch(d, b)
+    bare = observe(node(), None), observe(node(), None)
+    assert bare[0].capacity is bare[1].capacity and bare[0].taints is bare[1].taints

@@ -19,7 +19,7 @@ def test_defaults_are_upstreams_but_the_write_rate():
     s = settings_from_args(args())
     # The write rate starts high and adapts (ratelimit.py); upstream's fixed 10/s would
     # keep a 10,000-node cluster waiting 17 minutes.
-    assert (s.kube.qps, s.kube.burst, s.kube.parallelism) == (500, 100, 10)
+    assert (s.kube.qps, s.kube.burst, s.kube.parallelism) == (500, 100, 64)
     assert s.kube.resync_period_s == 3600
     assert s.server.max_body_bytes == 2 * 1024 * 1024
     assert s.leader.lease_name == "nfd-master.nfd.kubernetes.io"

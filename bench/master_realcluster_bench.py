@@ -1,0 +1,306 @@
+"""nfd master against a real API server: how fast it labels Nodes, next to a bare client.
+
+Creates ``--nodes`` Node objects without kubelets (label ``bench.nfd.node.kubernetes.io/
+run=<id>``, taint ``bench.nfd.node.kubernetes.io/fake:NoSchedule`` so nothing schedules
+there), then:
+
+1. nfd: starts ``nfd master`` on loopback (``--no-auth --no-tls``, the kubeconfig given,
+   the rules of bench/data; no NodeFeature, NodeFeatureRule or NodeFeatureGroup objects
+   read or written, so a cluster's own nfd install is left alone), sends every node's
+   features once (as bench/master_bench.py does) and times empty -> all labelled; counts
+   the 429s the master got, its CPU seconds and RSS.
+2. The baseline: a Python loop of merge PATCHes of the same labels (taken from what nfd
+   wrote), over persistent connections, with 8, 16, 32 and 64 in flight (``--inflight``);
+   each pass starts from Nodes without those labels (removed, untimed, in between). The
+   best pass is the baseline.
+
+Prints nfd's rate, the baseline's, their ratio. Every Node it created is deleted at the
+end, also on failure, Ctrl-C or SIGTERM. The other processes on the machine count: the
+API server, etcd and the master share its CPUs, so run it twice and compare.
+
+Usage: python bench/master_realcluster_bench.py --kubeconfig FILE [--nodes 2000]
+       [--inflight 8,16,32,64] [--parallelism N] [--delete-stale]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import urllib3
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import master_bench as mb  # bench/ is not a package
+
+from nfd.master.patches import parse_names  # the repository is on sys.path now
+
+RUN_LABEL = "bench.nfd.node.kubernetes.io/run"
+PASS_LABEL = "bench.nfd.node.kubernetes.io/pass"
+TAINT = "bench.nfd.node.kubernetes.io/fake"
+FEATURE_LABELS_ANN = "nfd.node.kubernetes.io/feature-labels"
+
+
+class Api:
+    """A minimal client on persistent connections: one urllib3 pool, as many
+    connections as requests in flight. Retries a 429 after its Retry-After, counted."""
+
+    def __init__(self, kubeconfig: Path, connections: int) -> None:
+        from kubernetes import client, config
+
+        conf = client.Configuration()
+        config.load_kube_config(config_file=str(kubeconfig), client_configuration=conf)  # type: ignore[no-untyped-call]
+        url = urlsplit(conf.host)
+        self.headers = {"Accept": "application/json"}
+        token = (conf.api_key or {}).get("authorization") or (conf.api_key or {}).get("BearerToken")
+        if token:
+            self.headers["Authorization"] = token if token.startswith("Bearer ") else f"Bearer {token}"
+        kw: dict[str, Any] = {"maxsize": connections, "block": True, "retries": False, "timeout": 60.0}
+        if url.scheme == "https":
+            kw.update(cert_file=conf.cert_file, key_file=conf.key_file)
+            if conf.verify_ssl:
+                kw.update(
+                    ca_certs=conf.ssl_ca_cert,
+                    cert_reqs="CERT_REQUIRED",
+                    assert_hostname=conf.tls_server_name or None,
+                )
+            else:
+                kw.update(cert_reqs="CERT_NONE")
+            self.pool: Any = urllib3.HTTPSConnectionPool(url.hostname, url.port or 443, **kw)
+        else:
+            self.pool = urllib3.HTTPConnectionPool(url.hostname, url.port or 80, **kw)
+        self.throttled = 0
+        self._lock = threading.Lock()
+
+    def request(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> Any:
+        headers = dict(self.headers)
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = content_type
+        for attempt in range(5):
+            try:
+                r = self.pool.request(method, path, body=data, headers=headers)
+            except urllib3.exceptions.HTTPError:
+                # A keep-alive connection the server closed while idle: every request
+                # here is idempotent (a create answers 409 the second time).
+                if attempt == 4:
+                    raise
+                time.sleep(0.2)
+                continue
+            if r.status == 409 and method == "POST":
+                return {}
+            if r.status == 429:
+                with self._lock:
+                    self.throttled += 1
+                time.sleep(float(r.headers.get("Retry-After") or 1))
+                continue
+            if r.status >= 300:
+                raise SystemExit(f"{method} {path}: {r.status} {r.data[:300]!r}")
+            return json.loads(r.data) if r.data else {}
+        raise SystemExit(f"{method} {path}: no answer")
+
+    def list_nodes(self, selector: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cont = ""
+        while True:
+            q = f"/api/v1/nodes?limit=500&labelSelector={quote(selector)}"
+            page = self.request("GET", q + (f"&continue={quote(cont)}" if cont else ""))
+            items += page.get("items") or []
+            cont = (page.get("metadata") or {}).get("continue") or ""
+            if not cont:
+                return items
+
+
+def parallel(fn: Callable[[str], None], names: list[str], inflight: int) -> float:
+    """Seconds to run ``fn`` on every name, ``inflight`` at a time."""
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(inflight) as ex:
+        for _ in ex.map(fn, names):
+            pass
+    return time.monotonic() - t0
+
+
+def create_nodes(api: Api, run: str, names: list[str]) -> None:
+    def create(name: str) -> None:
+        api.request("POST", "/api/v1/nodes", {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {RUN_LABEL: run, "kubernetes.io/hostname": name}},
+            "spec": {"taints": [{"key": TAINT, "effect": "NoSchedule"}]},
+        })  # fmt: skip
+
+    parallel(create, names, 32)
+
+
+def delete_nodes(api: Api, selector: str) -> int:
+    """Delete every Node ``selector`` matches; answers how many were left after 60 s."""
+    try:
+        api.request("DELETE", f"/api/v1/nodes?labelSelector={quote(selector)}")
+    except (SystemExit, urllib3.exceptions.HTTPError) as e:
+        print(f"deleting the collection failed ({e}); deleting each Node")
+    deadline = time.monotonic() + 60
+    left = api.list_nodes(selector)
+    while left and time.monotonic() < deadline:
+        for node in left:  # a collection delete may stop part-way: each on its own
+            name = node["metadata"]["name"]
+            try:
+                api.request("DELETE", f"/api/v1/nodes/{quote(name)}")
+            except (SystemExit, urllib3.exceptions.HTTPError):
+                pass  # gone meanwhile, or tried again on the next round
+        time.sleep(1)
+        left = api.list_nodes(selector)
+    return len(left)
+
+
+@contextmanager
+def bench_nodes(api: Api, run: str, names: list[str]) -> Iterator[None]:
+    """The Nodes exist inside; deleted on the way out, whatever the way."""
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    selector = f"{RUN_LABEL}={run}"
+    try:
+        create_nodes(api, run, names)
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM must not stop the cleanup
+        left = delete_nodes(api, selector)
+        signal.signal(signal.SIGTERM, previous)
+        print(f"deleted the bench Nodes ({selector})" + (f"; {left} still there" if left else ""))
+
+
+def master_metric(port: int, name: str, labels: str = "") -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+    pat = rf"^{re.escape(name)}{re.escape('{' + labels + '}') if labels else ''} ([0-9.e+]+)$"
+    m = re.search(pat, text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def vm_kib(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def run_nfd(
+    api: Api, kubeconfig: Path, run: str, names: list[str], parallelism: int | None
+) -> dict[str, Any]:
+    os.environ["NFD_MASTER_NODEFEATURES__GROUPS"] = "false"  # no NodeFeatureGroup statuses
+    port = mb.free_port()
+    extra = ["--parallelism", str(parallelism)] if parallelism else []
+    master = mb.start_master(
+        port, "--kubeconfig", str(kubeconfig), "--no-tls", "--rules-dir", str(mb.RULES),
+        "--no-rule-watch", "--no-nodefeature-watch", "--gc-interval", "0", *extra, cpu=None,
+    )  # fmt: skip
+    try:
+        template = mb.features_template()
+        c0, t0 = mb.cpu_s(master.pid), time.monotonic()
+        import asyncio
+
+        asyncio.run(mb.put_all(port, names, template))
+        t_put = time.monotonic() - t0
+        deadline = t0 + 600
+        windows: list[float] = []  # the master's writes in flight allowed, as it adapts
+        while master_metric(port, "nfd_master_node_updates_total") < len(names):
+            if time.monotonic() > deadline:
+                raise SystemExit("nfd did not label every node in 10 minutes")
+            windows.append(master_metric(port, "nfd_master_api_writes_in_flight_limit"))
+            time.sleep(0.05)
+        took = time.monotonic() - t0
+        cpu = mb.cpu_s(master.pid) - c0
+        out = {
+            "seconds": took, "put_s": t_put, "cpu_s": cpu,
+            "rss_mib": vm_kib(master.pid, "VmRSS") / 1024, "peak_mib": vm_kib(master.pid, "VmHWM") / 1024,
+            "throttled": master_metric(port, "nfd_master_node_update_failures_total", 'reason="429"'),
+            "window": f"{max(windows, default=0):.0f} at most, {sum(windows) / max(1, len(windows)):.0f} on average",
+        }  # fmt: skip
+    finally:
+        mb.stop(master)
+    nodes = api.list_nodes(f"{RUN_LABEL}={run}")
+    done = [n for n in nodes if FEATURE_LABELS_ANN in (n["metadata"].get("annotations") or {})]
+    if len(done) != len(names):
+        raise SystemExit(f"nfd labelled {len(done)} of {len(names)} Nodes")
+    meta = nodes[0]["metadata"]
+    out["labels"] = {k: meta["labels"][k] for k in parse_names(meta["annotations"][FEATURE_LABELS_ANN])}
+    return out
+
+
+def run_baseline(
+    api: Api, names: list[str], labels: dict[str, str], inflight: int, k: int
+) -> tuple[float, int]:
+    """Seconds to set ``labels`` on every Node (merge PATCH), ``inflight`` at a time,
+    from Nodes without them; and the 429s it got."""
+    strip = {"metadata": {"labels": dict.fromkeys(labels)}}
+    merge = "application/merge-patch+json"
+    parallel(lambda n: api.request("PATCH", f"/api/v1/nodes/{quote(n)}", strip, merge), names, 32)
+    body = {"metadata": {"labels": {**labels, PASS_LABEL: str(k)}}}
+    before = api.throttled
+    took = parallel(lambda n: api.request("PATCH", f"/api/v1/nodes/{quote(n)}", body, merge), names, inflight)
+    return took, api.throttled - before
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=os.environ.get("KUBECONFIG"),
+        required=not os.environ.get("KUBECONFIG"),
+    )
+    ap.add_argument("--nodes", type=int, default=2000)
+    ap.add_argument("--inflight", default="8,16,32,64", help="the baseline's requests in flight, each a pass")
+    ap.add_argument("--parallelism", type=int, help="the master's --parallelism (default: its own)")
+    ap.add_argument(
+        "--delete-stale", action="store_true", help=f"first delete Nodes an earlier run left ({RUN_LABEL})"
+    )
+    a = ap.parse_args()
+    levels = [int(x) for x in a.inflight.split(",") if x]
+    api = Api(a.kubeconfig, max([*levels, 32]))
+    if a.delete_stale:
+        print(f"stale bench Nodes left: {delete_nodes(api, RUN_LABEL)}")
+    run = uuid.uuid4().hex[:8]
+    names = [f"nfd-bench-{run}-{i:05d}" for i in range(a.nodes)]
+    n = len(names)
+    try:
+        with bench_nodes(api, run, names):
+            print(f"{n} Nodes created ({RUN_LABEL}={run}); load average {os.getloadavg()[0]:.1f}")
+            nfd = run_nfd(api, a.kubeconfig, run, names, a.parallelism)
+            nfd_rate = n / nfd["seconds"]
+            print(f"nfd master: {n} nodes labelled in {nfd['seconds']:.1f} s = {nfd_rate:.0f} nodes/s "
+                  f"(features all sent after {nfd['put_s']:.1f} s), 429s {nfd['throttled']:.0f}, "
+                  f"CPU {nfd['cpu_s']:.1f} s, RSS {nfd['rss_mib']:.0f} MiB (peak {nfd['peak_mib']:.0f} MiB); "
+                  f"writes in flight {nfd['window']}")  # fmt: skip
+            labels = nfd["labels"]
+            best = 0.0, 0
+            for k, inflight in enumerate(levels):
+                took, throttled = run_baseline(api, names, labels, inflight, k)
+                print(f"baseline, {inflight:2d} in flight: {n / took:5.0f} nodes/s ({took:.1f} s, 429s {throttled}; "
+                      f"{len(labels)} labels a PATCH)")  # fmt: skip
+                best = max(best, (n / took, inflight))
+            print(f"nfd {nfd_rate:.0f} nodes/s, baseline {best[0]:.0f} nodes/s (best: {best[1]} in flight): "
+                  f"ratio {nfd_rate / best[0]:.2f}; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    except KeyboardInterrupt:
+        raise SystemExit("interrupted") from None
+
+
+if __name__ == "__main__":
+    main()
