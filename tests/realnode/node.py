@@ -187,6 +187,12 @@ class RealNode:
             lambda: not self.exists("namespace", NAMESPACE), timeout=120, what=f"namespace {NAMESPACE} gone"
         )
 
+    def clean_default(self, moved: Path) -> None:
+        """After a module: a device node it moved away put back, its pods deleted."""
+        if moved.with_suffix(".away").exists():
+            moved.with_suffix(".away").rename(moved)
+        self.kubectl("delete", "pod", "-n", "default", "--all", "--wait=true", check=False)
+
     def prune(self) -> None:
         """The documented uninstall's second step: the prune Job (deploy/prune) run to
         completion, then deleted."""

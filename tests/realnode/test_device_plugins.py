@@ -34,9 +34,7 @@ def installed(real_node: RealNode) -> Iterator[Path]:
     try:
         yield overlay
     finally:
-        if AWAY.with_suffix(".away").exists():
-            AWAY.with_suffix(".away").rename(AWAY)
-        real_node.kubectl("delete", "pod", "-n", "default", "--all", "--wait=true", check=False)
+        real_node.clean_default(AWAY)
         real_node.uninstall(overlay)
 
 

@@ -65,9 +65,7 @@ def installed(real_node: RealNode) -> Iterator[Path]:
     try:
         yield overlay
     finally:
-        if AWAY.with_suffix(".away").exists():
-            AWAY.with_suffix(".away").rename(AWAY)
-        real_node.kubectl("delete", "pod", "-n", "default", "--all", "--wait=true", check=False)
+        real_node.clean_default(AWAY)
         real_node.kubectl("delete", "resourceclaimtemplate", "-n", "default", "--all", check=False)
         real_node.kubectl("delete", "deviceclass", "loop.example.com", "--ignore-not-found", check=False)
         real_node.uninstall(overlay)
@@ -123,16 +121,16 @@ def test_a_claim_template_pod_runs_with_its_device(real_node: RealNode, installe
     )
 
 
-def device_health_in_pod_status(node: RealNode, pod: str) -> dict[str, str]:
-    """What the kubelet shows of the pod's devices' health (its DRA health stream):
-    resourceID -> health, from status.containerStatuses[].allocatedResourcesStatus."""
+def pod_device_health(node: RealNode, pod: str, device: str) -> str | None:
+    """What the kubelet shows of a device's health in the pod's status (its DRA health
+    stream), from status.containerStatuses[].allocatedResourcesStatus."""
     status = node.get("pod", "-n", "default", pod).get("status", {})
-    return {
-        r["resourceID"]: r.get("health", "")
-        for c in status.get("containerStatuses", [])
-        for a in c.get("allocatedResourcesStatus") or []
-        for r in a.get("resources", [])
-    }
+    for c in status.get("containerStatuses", []):
+        for a in c.get("allocatedResourcesStatus") or []:
+            for r in a.get("resources", []):
+                if r["resourceID"].endswith("/" + device):
+                    return str(r.get("health", ""))
+    return None
 
 
 def test_the_kubelet_shows_a_claimed_devices_health_in_the_pod(real_node: RealNode, installed: Path) -> None:
@@ -142,11 +140,7 @@ def test_the_kubelet_shows_a_claimed_devices_health_in_the_pod(real_node: RealNo
     (dev,) = loops(pod_output(real_node, "dra-claim"))
     name = f"dra-loop-{dev}"
     real_node.wait_for(
-        lambda: any(
-            h == "Healthy"
-            for r, h in device_health_in_pod_status(real_node, "dra-claim").items()
-            if r.endswith(name)
-        ),
+        lambda: pod_device_health(real_node, "dra-claim", name) == "Healthy",
         timeout=60,
         what="the kubelet's Healthy for the pod's device",
     )
@@ -159,11 +153,7 @@ def test_the_kubelet_shows_a_claimed_devices_health_in_the_pod(real_node: RealNo
         )
         real_node.figure("dra.health_to_taint_s", time.monotonic() - started)
         real_node.wait_for(
-            lambda: any(
-                h == "Unhealthy"
-                for r, h in device_health_in_pod_status(real_node, "dra-claim").items()
-                if r.endswith(name)
-            ),
+            lambda: pod_device_health(real_node, "dra-claim", name) == "Unhealthy",
             timeout=60,
             what="the kubelet's Unhealthy in the pod's status",
             every=0.1,
@@ -173,11 +163,7 @@ def test_the_kubelet_shows_a_claimed_devices_health_in_the_pod(real_node: RealNo
         path.with_suffix(".away").rename(path)
     real_node.wait_for(lambda: published(real_node).get(name) is True, timeout=30, what=f"{name} untainted")
     real_node.wait_for(
-        lambda: any(
-            h == "Healthy"
-            for r, h in device_health_in_pod_status(real_node, "dra-claim").items()
-            if r.endswith(name)
-        ),
+        lambda: pod_device_health(real_node, "dra-claim", name) == "Healthy",
         timeout=60,
         what="the kubelet's Healthy again",
     )
