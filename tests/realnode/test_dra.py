@@ -128,7 +128,7 @@ def pod_device_health(node: RealNode, pod: str, device: str) -> str | None:
     for c in status.get("containerStatuses", []):
         for a in c.get("allocatedResourcesStatus") or []:
             for r in a.get("resources", []):
-                if r["resourceID"].rsplit("/", 1)[-1] == device:  # <driver>/<pool>/<device>, or the device
+                if r["resourceID"].endswith(device):  # it ends with the device's name
                     return str(r.get("health", ""))
     return None
 
