@@ -4,7 +4,6 @@ extended-resource pod, and a device node moved away and back."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -205,6 +204,3 @@ def test_a_device_node_moved_away_and_back_is_published_within_a_second(
     assert gone <= 1.0 and back <= 1.0, (
         f"slice updated {gone:.2f} s after the device went, {back:.2f} s after it came back"
     )
-
-
-__all__ = ["json"]

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
-from realnode.node import FEATURE_NS, NAMESPACE, RealNode, memory_fits, pod_manifest, pod_output
+from realnode.node import NAMESPACE, RealNode, memory_fits, pod_manifest, pod_output
 
 # The ServiceMonitor kind, as the Prometheus operator's CRD defines it (schema left open):
 # without the operator the prometheus overlay's ServiceMonitors have nowhere to go.
@@ -144,7 +143,6 @@ def test_prometheus_overlay_serves_every_scrape_target(real_node: RealNode, tmp_
                 for ip in _addresses(real_node, svc[0]):
                     body = _scrape(real_node, ip, port, ep, tmp_path)
                     assert "nfd_" in body, f"{m['metadata']['name']}: no nfd series at {ip} {ep}"
-        time.sleep(0)
     finally:
         real_node.uninstall(overlay)
         real_node.delete(SERVICE_MONITOR_CRD)
@@ -202,6 +200,3 @@ def _available_cpu(node: RealNode, name: str) -> float:
     return sum(
         _cpu(r["available"]) for z in nrt["zones"] for r in z.get("resources", []) if r["name"] == "cpu"
     )
-
-
-__all__ = ["FEATURE_NS"]
