@@ -1,9 +1,7 @@
 """Worker-side configuration: the ``core`` and ``sources`` groups of upstream's
 ``nfd-worker.conf``, with upstream's key names and defaults.
 
-Frozen records (:mod:`nfd.record`: declared and used like frozen dataclasses), not
-pydantic, not even dataclasses: ``nfd discover`` must start in a few milliseconds, and
-this module is on its path. Keys we do not know are reported as warnings (upstream's file
+Frozen dataclasses. Keys we do not know are reported as warnings (upstream's file
 has keys that mean nothing here, such as ``klog``); keys we know with a value of the wrong
 type are errors that name the key.
 
@@ -13,10 +11,12 @@ names and converts each value to what the field's default is (str, bool, int,
 float/duration, a tuple of strings, a nested group; ``metadata={"raw": True}`` keeps a
 list's items as they are)::
 
-    class GpuConfig(Record, frozen=True):
+    @dataclass(frozen=True, slots=True)
+    class GpuConfig:
         device_label_fields: tuple[str, ...] = ("vendor", "product")
 
-    class SourcesConfig(Record, frozen=True):
+    @dataclass(frozen=True, slots=True)
+    class SourcesConfig:
         ...
         gpu: GpuConfig = field(default_factory=GpuConfig)
 
@@ -29,17 +29,17 @@ loader for both.
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any, TypeVar
 
 from nfd.chars import shown
-from nfd.record import Record, field, field_metadata, record_fields
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
-if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-    from typing import Any, TypeVar
-
-    R = TypeVar("R", bound=Record)
-    T = TypeVar("T")
+# At run time, not only for mypy: the master's pydantic settings hold a WorkerConfig and
+# read its fields' types.
+R = TypeVar("R")
+T = TypeVar("T")
 
 # Upstream's default cpuid label blacklist: these stay in the raw features.
 DEFAULT_CPUID_BLACKLIST: tuple[str, ...] = (
@@ -55,36 +55,43 @@ class ConfigError(ValueError):
     """The configuration cannot be used; the message names the key."""
 
 
-class CpuidConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class CpuidConfig:
     attribute_blacklist: tuple[str, ...] = DEFAULT_CPUID_BLACKLIST
     attribute_whitelist: tuple[str, ...] = ()
 
 
-class CpuConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class CpuConfig:
     cpuid: CpuidConfig = field(default_factory=CpuidConfig)
 
 
-class KernelConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class KernelConfig:
     kconfig_file: str = ""
     config_opts: tuple[str, ...] = ("NO_HZ", "NO_HZ_IDLE", "NO_HZ_FULL", "PREEMPT")
 
 
-class PciConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class PciConfig:
     device_class_whitelist: tuple[str, ...] = ("03", "0b40", "12")
     device_label_fields: tuple[str, ...] = ("class", "vendor")
 
 
-class UsbConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class UsbConfig:
     device_class_whitelist: tuple[str, ...] = ("0e", "ef", "fe", "ff")
     device_label_fields: tuple[str, ...] = ("class", "vendor", "device")
 
 
-class LocalConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class LocalConfig:
     # Relative paths are taken below the host root's /etc when they start with "/etc".
     features_dir: str = DEFAULT_FEATURES_DIR
 
 
-class GpuConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class GpuConfig:
     """``sources.gpu``: NVIDIA labels as NVIDIA's GPU feature discovery writes them."""
 
     # Ask NVML (through nvidia-ml-py); off = PCI/sysfs facts only.
@@ -104,7 +111,8 @@ class GpuConfig(Record, frozen=True):
             raise ConfigError(f"sources.gpu.replicas: {self.replicas} is less than 1")
 
 
-class SourcesConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class SourcesConfig:
     cpu: CpuConfig = field(default_factory=CpuConfig)
     kernel: KernelConfig = field(default_factory=KernelConfig)
     pci: PciConfig = field(default_factory=PciConfig)
@@ -115,7 +123,8 @@ class SourcesConfig(Record, frozen=True):
     custom: tuple[Mapping[str, Any], ...] = field(default=(), metadata={"raw": True})
 
 
-class CoreConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class CoreConfig:
     label_whitelist: str = field(default="", metadata={"key": "labelWhiteList"})
     no_publish: bool = False
     sleep_interval: float = 60.0  # seconds; the file says "60s" as upstream does
@@ -124,8 +133,6 @@ class CoreConfig(Record, frozen=True):
 
     def __post_init__(self) -> None:
         if self.label_whitelist:
-            import re  # only with a whitelist: discovery's path stays free of re
-
             try:
                 re.compile(self.label_whitelist)
             except (re.error, OverflowError, RecursionError) as e:  # a{99999999999}, ((((...
@@ -134,7 +141,8 @@ class CoreConfig(Record, frozen=True):
                 ) from None
 
 
-class WorkerConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
     core: CoreConfig = field(default_factory=CoreConfig)
     sources: SourcesConfig = field(default_factory=SourcesConfig)
 
@@ -188,7 +196,8 @@ def from_mapping(cls: type[R], data: Any, *, warnings: list[str], where: str = "
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where or 'the file'}: expected a mapping, got {type(data).__name__}")
     defaults = cls()
-    known = {field_metadata(cls, n).get("key", _camel(n)): n for n in record_fields(cls)}
+    metadata = {f.name: f.metadata for f in fields(cls)}  # type: ignore[arg-type]
+    known = {meta.get("key", _camel(name)): name for name, meta in metadata.items()}
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         name = known.get(str(key))
@@ -198,7 +207,7 @@ def from_mapping(cls: type[R], data: Any, *, warnings: list[str], where: str = "
             )
             continue
         path = f"{where}.{key}" if where else str(key)
-        raw = field_metadata(cls, name).get("raw", False)
+        raw = metadata[name].get("raw", False)
         kwargs[name] = _convert(getattr(defaults, name), value, warnings, path, raw=raw)
     return cls(**kwargs)
 
@@ -209,7 +218,7 @@ def _camel(name: str) -> str:
 
 
 def _convert(default: Any, value: Any, warnings: list[str], where: str, *, raw: bool = False) -> Any:
-    if isinstance(default, Record):
+    if is_dataclass(default):
         return from_mapping(type(default), value, warnings=warnings, where=where)
     if isinstance(default, tuple):
         if value is None:
@@ -264,8 +273,6 @@ _UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "
 
 def parse_duration(text: str, *, where: str = "duration") -> float:
     """Go's duration syntax (``1h30m``, ``60s``, ``500ms``) in seconds."""
-    import re
-
     s = text.strip()
     if s in ("0", ""):
         return 0.0

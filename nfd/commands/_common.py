@@ -1,12 +1,12 @@
 """What several commands share: the options they declare alike (host root, node name,
 kubeconfig, the cluster as the caller reads it, port, the publishing policy, the device
 options), reading the host root and the worker config file from them, and stopping on
-SIGTERM/SIGINT. Errors become CliError (one line, exit 2). On ``nfd discover``'s
-start-up path: imports stay inside functions."""
+SIGTERM/SIGINT. Errors become CliError (one line, exit 2)."""
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     import argparse
     import logging

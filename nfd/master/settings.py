@@ -161,7 +161,7 @@ class NodeFeatureSettings(BaseModel):
 
 
 class MasterSettings(BaseSettings):
-    # WorkerConfig is a record (nfd.record), not a pydantic model: taken as it is.
+    # WorkerConfig is a frozen dataclass with a loader of its own: an instance is taken as it is.
     model_config = SettingsConfigDict(
         env_prefix="NFD_MASTER_", env_nested_delimiter="__", extra="ignore", arbitrary_types_allowed=True
     )
