@@ -1,5 +1,5 @@
 """The one access layer to the API server: credentials (``config``), the error
 vocabulary (``errors``), two transports behind one interface (``transport``: ``light``
 over the stdlib for the per-node agents, ``heavy`` over the ``kubernetes`` package for
-the master), the list-then-watch loop (``listwatch``) and what every request is counted
-and limited by (``ratelimit``, ``requests``)."""
+the master; the request counter in ``transport`` and ``heavy``), the list-then-watch loop
+(``listwatch``) and the AIMD limiter of requests in flight (``ratelimit``)."""

@@ -43,6 +43,40 @@ def api_client(creds: Credentials, pool_size: int) -> Any:
     return ac
 
 
+def from_exception(e: BaseException) -> ApiError:
+    """What the kubernetes client (or urllib3 under it) raised, as an ApiError."""
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(e, ApiError):
+        return e
+    if not isinstance(e, ApiException) or not e.status:
+        cause = getattr(e, "reason", None) or e
+        return Unreachable(
+            None, f"{type(e).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}".rstrip(": ")
+        )
+    headers = e.headers or {}
+    ra = headers.get("Retry-After") if hasattr(headers, "get") else None
+    return from_response(int(e.status), e.body, ra, str(e.reason or "").strip() or "request")
+
+
+def count_requests(api_client: Any, count: Count) -> None:
+    """Call ``count(verb, resource, code)`` for every request ``api_client`` sends,
+    whichever generated API class or watch sends it: one hook on its REST client."""
+    rest = api_client.rest_client
+    send = rest.request
+
+    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            resp = send(method, url, *args, **kwargs)
+        except BaseException:
+            counted(count, method, url, None)
+            raise
+        counted(count, method, url, int(resp.status))
+        return resp
+
+    rest.request = request
+
+
 class HeavyTransport:
     """The transport interface over an ApiClient (plain JSON in and out: no model
     objects)."""

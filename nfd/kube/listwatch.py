@@ -53,7 +53,7 @@ class WatchLoop:
         name: str,
         relist: Callable[[], str],
         open_watch: Callable[[str], Iterable[dict[str, Any]]],
-        on_event: Callable[[str, dict[str, Any]], None],
+        on_event: Callable[[str, dict[str, Any]], object],
         backoff: Backoff,
         stop: threading.Event,
         relist_after_break: bool = False,
