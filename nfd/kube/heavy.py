@@ -37,8 +37,12 @@ def api_client(creds: Credentials, pool_size: int) -> Any:
     if ctx is not None:
         # The one TLS context (CA and client certificate from data or files alike), in
         # place of the one the client would build from file names.
+        # urllib3 sets the context's verify_mode from cert_reqs: say it as the context does.
+        verify: dict[str, Any] = (
+            {"cert_reqs": "CERT_NONE", "assert_hostname": False} if creds.insecure else {}
+        )
         ac.rest_client.pool_manager = urllib3.PoolManager(
-            num_pools=4, maxsize=pool_size, ssl_context=ctx, retries=False
+            num_pools=4, maxsize=pool_size, ssl_context=ctx, retries=False, **verify
         )
     return ac
 
