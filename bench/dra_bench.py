@@ -156,9 +156,9 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
     shm = Path("/dev/shm")
     cdi_dir = Path(tempfile.mkdtemp(prefix="nfddra-cdi-", dir=shm)) if shm.is_dir() else tmp / "cdi"
     with FakeApiServer() as fake:
-        client = fake.api_client()
+        client = fake.transport()
         driver = DraDriver(
-            states, inventory, api_client=client, driver=DRIVER, node=NODE,
+            states, inventory, api=client, driver=DRIVER, node=NODE,
             plugin_dir=str(tmp / "plugin"), registry_dir=str(registry), cdi_dir=str(cdi_dir), use_udev=False,
         )  # fmt: skip
         t0 = time.perf_counter()

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
     from nfd.config import WorkerConfig
     from nfd.hostroot import HostRoot
+    from nfd.kube.config import Credentials
+    from nfd.kube.light import LightTransport
     from nfd.kubectl.access import Cluster
     from nfd.worker.metrics import Exposition, StatusServer
 
@@ -121,20 +123,37 @@ def add_kubeconfig_argument(
     p.add_argument("--kubeconfig", metavar="FILE", help=help_text)
 
 
-def api_client(kubeconfig: str | None, pool_size: int) -> Any:
-    """An ApiClient from ``--kubeconfig`` (else in-cluster, then $KUBECONFIG); CliError
-    when the file is missing, no cluster is configured or the config is unusable."""
-    from pathlib import Path
-
+def kube_credentials(kubeconfig: str | None) -> Credentials:
+    """The API server and our credentials from ``--kubeconfig`` (else in-cluster, then
+    $KUBECONFIG); CliError when the file is missing, no cluster is configured or the
+    config is unusable."""
     from nfd.cli import CliError
-    from nfd.kubeclient import NoClusterError, load_api_client
+    from nfd.kube.config import ConfigError, load
 
-    if kubeconfig and not Path(kubeconfig).is_file():
-        raise CliError(f"--kubeconfig {kubeconfig}: no such file")
     try:
-        return load_api_client(Path(kubeconfig) if kubeconfig else None, pool_size)
-    except (NoClusterError, ValueError) as e:
-        raise CliError(str(e)) from None
+        creds = load(kubeconfig)
+        creds.ssl_context()  # a bad CA or client certificate: said now, in one line
+    except ConfigError as e:
+        # the flag's name, as every other flag's error starts
+        raise CliError(f"--{e}" if kubeconfig and str(e).startswith("kubeconfig ") else str(e)) from None
+    return creds
+
+
+def light_transport(
+    kubeconfig: str | None, *, timeout: float = 30.0, user_agent: str = "nfd"
+) -> LightTransport:
+    """The per-node agents' transport (``nfd.kube.light``): no ``kubernetes`` package."""
+    from nfd.kube.light import LightTransport
+
+    return LightTransport(kube_credentials(kubeconfig), timeout=timeout, user_agent=user_agent)
+
+
+def api_client(kubeconfig: str | None, pool_size: int) -> Any:
+    """kubernetes' ApiClient (``nfd.kube.heavy``) from ``--kubeconfig``, as
+    :func:`kube_credentials` finds it."""
+    from nfd.kube.heavy import api_client as make
+
+    return make(kube_credentials(kubeconfig), pool_size)
 
 
 def add_cluster_arguments(p: argparse.ArgumentParser) -> None:

@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
-    from nfd.commands._common import api_client, host_root, serve_status, stop_on_signals
+    from nfd.commands._common import host_root, light_transport, serve_status, stop_on_signals
     from nfd.commands.deviceplugin import features_for
     from nfd.devices.config import DRA, load_config
     from nfd.devices.inventory import build_served_states, build_states
@@ -107,12 +107,13 @@ def run(args: argparse.Namespace) -> int:
         log.warning("%s", w)
 
     from nfd.dra.driver import DraDriver
+    from nfd.dra.publisher import REQUEST_TIMEOUT_S
 
-    client = api_client(args.kubeconfig, 4)
+    api = light_transport(args.kubeconfig, timeout=REQUEST_TIMEOUT_S, user_agent="nfd-dra")
     plugin_dir = args.plugin_dir or f"/var/lib/kubelet/plugins/{config.driver_name}"
     try:
         driver = DraDriver(
-            states, inventory, api_client=client, driver=config.driver_name, node=node,
+            states, inventory, api=api, driver=config.driver_name, node=node,
             plugin_dir=plugin_dir, registry_dir=args.registry_dir, cdi_dir=args.cdi_dir,
             poll_interval=args.poll_interval, rediscover=discover, rediscover_interval=args.rediscover_interval,
             taint_effect=config.dra.taint_effect,

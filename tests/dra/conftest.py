@@ -80,12 +80,12 @@ def start_driver(
 
         states, f, _host = discover()
         inventory = DraInventory(states, features=f, host=fx.host)
-        client = fake_api.api_client(token)
+        client = fake_api.transport(token)
         clients.append(client)
         d = DraDriver(
             states,
             inventory,
-            api_client=client,
+            api=client,
             driver=cfg.driver_name,
             node=node,
             plugin_dir=str(dirs["plugin"]),

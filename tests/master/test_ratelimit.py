@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from nfd.master.ratelimit import AdaptiveRate
+from nfd.kube.ratelimit import AdaptiveRate
 
 from .kubehelpers import kube_master, wait_for
 
