@@ -2,9 +2,9 @@
 
 Creates ``--nodes`` Node objects without kubelets (label ``bench.nfd.node.kubernetes.io/
 run=<id>``, taint ``bench.nfd.node.kubernetes.io/fake:NoSchedule`` so nothing schedules
-there), waits until the node lifecycle controller has marked them unreachable (its one
-write to each), then ``--rounds`` rounds of two timed passes, which one first alternating
-from round to round:
+there; created as the node lifecycle controller would mark them unreachable, so that it
+does not write them during a pass), waits until they are quiet, then ``--rounds`` rounds
+of two timed passes, which one first alternating from round to round:
 
 - nfd: starts ``nfd master`` on loopback (``--no-auth --no-tls``, the kubeconfig given,
   the rules of bench/data; no NodeFeature, NodeFeatureRule or NodeFeatureGroup objects
@@ -143,11 +143,31 @@ def parallel(fn: Callable[[str], None], names: list[str], inflight: int) -> floa
 
 
 def create_nodes(api: Api, run: str, names: list[str]) -> None:
+    """Nodes created as the node lifecycle controller would leave a kubelet-less Node
+    (conditions Unknown, the unreachable taints), so that it has nothing to write: at
+    its default 20 requests a second it would otherwise write each Node twice over the
+    next minutes (1,000 s at 10,000 Nodes), under whichever pass runs then."""
+    unknown = [
+        {
+            "type": t,
+            "status": "Unknown",
+            "reason": "NodeStatusNeverUpdated",
+            "message": "bench Node, no kubelet",
+        }
+        for t in ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
+    ]
+    taints = [
+        {"key": TAINT, "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"},
+    ]
+
     def create(name: str) -> None:
         api.request("POST", "/api/v1/nodes", {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {RUN_LABEL: run, "kubernetes.io/hostname": name}},
-            "spec": {"taints": [{"key": TAINT, "effect": "NoSchedule"}]},
+            "spec": {"taints": taints},
+            "status": {"conditions": unknown},
         })  # fmt: skip
 
     parallel(create, names, 32)
@@ -278,20 +298,16 @@ def run_baseline(
     return {"seconds": took, "throttled": api.throttled - before}
 
 
-def wait_unreachable(api: Api, selector: str, timeout: float) -> float:
-    """Seconds until the node lifecycle controller has written each kubelet-less Node
-    (its unreachable taint, ~40-50 s after the Node was created): a write to every Node
-    that must not fall inside one side's timed pass."""
-    t0 = time.monotonic()
+def wait_quiet(api: Api, selector: str, settle: float, timeout: float) -> float:
+    """Seconds until no bench Node has changed for ``settle`` seconds (the controllers
+    that react to new Nodes are done with them), at most ``timeout``."""
+    t0 = last_change = time.monotonic()
+    before: dict[str, str] = {}
     while time.monotonic() - t0 < timeout:
-        nodes = api.list_nodes(selector)
-        if all(
-            any(
-                t.get("key") == "node.kubernetes.io/unreachable"
-                for t in (n.get("spec") or {}).get("taints") or []
-            )
-            for n in nodes
-        ):
+        now = {n["metadata"]["name"]: n["metadata"]["resourceVersion"] for n in api.list_nodes(selector)}
+        if now != before:
+            before, last_change = now, time.monotonic()
+        elif time.monotonic() - last_change >= settle:
             break
         time.sleep(2)
     return time.monotonic() - t0
@@ -330,8 +346,8 @@ def main() -> None:
     n = len(names)
     try:
         with bench_nodes(api, run, names):
-            waited = wait_unreachable(api, f"{RUN_LABEL}={run}", 120)
-            print(f"{n} Nodes created ({RUN_LABEL}={run}), marked unreachable after {waited:.0f} s more; "
+            waited = wait_quiet(api, f"{RUN_LABEL}={run}", a.settle, 300)
+            print(f"{n} Nodes created ({RUN_LABEL}={run}), quiet after {waited:.0f} s more; "
                   f"load average {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
             labels: dict[str, str] = {}
             tracking = ""
