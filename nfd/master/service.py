@@ -292,6 +292,11 @@ class MasterService:
         for rec in self.store:
             by_digest.setdefault(rec.digest, []).append(rec)
         for i, (digest, recs) in enumerate(by_digest.items()):
+            # Between the pauses below, workers change features and nodes go: a node no
+            # longer on this digest was decided anew by its own change (with these rules).
+            recs = [r for r in recs if r.digest == digest and self.store.nodes.get(r.name) is r]
+            if not recs:
+                continue
             cached: list[Features] = []
 
             def features(digest: str = digest, cached: list[Features] = cached) -> Features:
