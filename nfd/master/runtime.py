@@ -258,6 +258,7 @@ def build_runtime(
             page_size=settings.kube.list_page_size,
             on_node=service.set_node_objects,
             on_synced=nodefeatures_synced,
+            features=service.store.features,
         )
     if settings.rules.rules_dir is not None:
         try:
