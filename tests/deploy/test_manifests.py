@@ -182,16 +182,16 @@ def test_scrape_annotations_name_the_port_metrics_are_served_on(
     container's (in the worker's pod, the worker's; the device plugin's is the PodMonitor's)."""
     docs = built[COMBINED]
     for w in workloads(docs):
+        name = w["metadata"]["name"]
         ann = w["spec"]["template"]["metadata"].get("annotations", {})
-        assert ann.get("prometheus.io/scrape") == "true", w["metadata"]["name"]
+        assert ann.get("prometheus.io/scrape") == "true", name
         assert ann["prometheus.io/path"] == "/metrics"
         first = containers(w)[0]
-        assert int(ann["prometheus.io/port"]) == int(flag(first["args"], "--port") or 0), w["metadata"][
-            "name"
-        ]
-        assert int(ann["prometheus.io/port"]) in {p["containerPort"] for p in first["ports"]}
-        tls = "--no-tls" not in first["args"] and first["args"][0] == "master"
-        assert ann.get("prometheus.io/scheme", "http") == ("https" if tls else "http")
+        port = int(ann["prometheus.io/port"])
+        assert port == int(flag(first["args"], "--port") or 0), name
+        assert port in {p["containerPort"] for p in first["ports"]}, name
+        # Only the master serves TLS (the API and /metrics on one port).
+        assert ann.get("prometheus.io/scheme", "http") == ("https" if name == "nfd-master" else "http")
 
 
 @pytest.mark.parametrize("overlay", KUSTOMIZATIONS)
@@ -214,12 +214,9 @@ def test_combined_worker_reads_the_dra_components_device_config(
     worker = containers(find(built[COMBINED], "DaemonSet", "nfd-worker"))[0]
     given = [a.split("=", 1)[1] for a in worker["args"] if a.startswith("--device-plugin-config=")]
     assert len(given) == 2
-    args = build_parser().parse_args(worker["args"])
-    assert (
-        args.device_plugin_config
-        == given[-1]
-        == flag(containers(find(built[COMBINED], "DaemonSet", "nfd-dra"))[0]["args"], "--config")
-    )
+    dra = containers(find(built[COMBINED], "DaemonSet", "nfd-dra"))[0]
+    assert build_parser().parse_args(worker["args"]).device_plugin_config == given[-1]
+    assert given[-1] == flag(dra["args"], "--config")
 
 
 @pytest.mark.parametrize("overlay", KUSTOMIZATIONS)
