@@ -155,7 +155,7 @@ def test_the_shipped_rbac_lets_the_driver_write_claim_status(
     import yaml
 
     repo = Path(__file__).resolve().parents[2]
-    rbac = [d for d in yaml.safe_load_all((repo / "deploy/overlays/dra/dra-rbac.yaml").read_text()) if d]
+    rbac = [d for d in yaml.safe_load_all((repo / "deploy/components/dra/dra-rbac.yaml").read_text()) if d]
     fake_api.authz.load_rbac(rbac, "node-feature-discovery")
     fake_api.enforce_rbac = True
     token = fake_api.tokens.issue_service_account("node-feature-discovery", "nfd-dra", node_name=NODE)
