@@ -65,20 +65,50 @@ class Preparer:
         self.cdi_kind = f"{driver}/{CDI_CLASS}"
         self._lock = threading.Lock()
         self._closed = False  # stopping: no more writes (see close)
-        self.claims = self._load()
+        # The claims as the checkpoint has them, and its bytes as last read or written:
+        # another instance sharing it (a rolling update's) may have saved since.
+        self.claims: dict[str, PreparedClaim] = {}
+        self._seen: bytes | None = None
+        self._loaded = False  # read once (a read error before that: recover)
+        self._ahead = False  # the claims in memory are not the file's (a save failed)
+        with self._lock, checkpoint.locked(self.checkpoint_path):
+            self._sync()
 
     # -- the checkpoint ----------------------------------------------------------------
-    def _load(self) -> dict[str, PreparedClaim]:
+    def _sync(self) -> None:
+        """Take in what another instance saved; the caller holds both locks."""
         try:
-            return checkpoint.load(self.checkpoint_path)
+            text = checkpoint.read(self.checkpoint_path)
         except CheckpointError as e:
-            aside = checkpoint.move_aside(self.checkpoint_path)
-            claims = self._from_cdi_specs()
-            log.error(
-                "%s; moved to %s, %d prepared claim(s) recovered from their CDI specs", e, aside, len(claims)
-            )
-            checkpoint.save(self.checkpoint_path, claims)
-            return claims
+            if self._loaded:  # not the file's fault: this call fails, kubelet retries
+                raise ClaimError(str(e)) from None
+            self._recover(e)
+            return
+        if self._loaded and not self._ahead and text == self._seen:
+            return
+        try:
+            self.claims = checkpoint.parse(self.checkpoint_path, text)
+        except CheckpointError as e:
+            self._recover(e)
+            return
+        self._seen, self._loaded, self._ahead = text, True, False
+
+    def _recover(self, e: CheckpointError) -> None:
+        aside = checkpoint.move_aside(self.checkpoint_path)
+        self.claims = self._from_cdi_specs()
+        log.error(
+            "%s; moved to %s, %d prepared claim(s) recovered from their CDI specs", e, aside, len(self.claims)
+        )
+        self._save()
+        self._loaded = True
+
+    def _save(self) -> None:
+        try:
+            self._seen = checkpoint.save(self.checkpoint_path, self.claims)
+        except OSError:
+            self._ahead = True  # read the file again at the next call
+            raise
+        self._ahead = False
 
     def _from_cdi_specs(self) -> dict[str, PreparedClaim]:
         """The claims whose CDI specs we wrote: each spec names its claim and devices."""
@@ -114,7 +144,8 @@ class Preparer:
 
     # -- the calls ----------------------------------------------------------------------
     def prepare(self, namespace: str, uid: str, name: str) -> tuple[PreparedDevice, ...]:
-        with self._lock:
+        with self._lock, checkpoint.locked(self.checkpoint_path):
+            self._sync()
             done = self.claims.get(uid)
         if done is not None:
             if uid in self.status_pending:
@@ -136,7 +167,8 @@ class Preparer:
             if dev is None:
                 raise ClaimError(f"{where}: {why}")
             found.append((dev_name, dev))
-        with self._lock:
+        with self._lock, checkpoint.locked(self.checkpoint_path):
+            self._sync()
             done = self.claims.get(uid)
             if done is not None:  # a concurrent call for the same claim got there first
                 return done.devices
@@ -144,7 +176,7 @@ class Preparer:
             prepared = self._write_spec(namespace, name, uid, found, by_device)
             self.claims[uid] = prepared
             try:
-                checkpoint.save(self.checkpoint_path, self.claims)
+                self._save()
             except OSError as e:  # not remembered, so not prepared: undo, kubelet retries
                 del self.claims[uid]
                 self._spec_path(uid).unlink(missing_ok=True)
@@ -245,8 +277,9 @@ class Preparer:
         return prepared
 
     def unprepare(self, namespace: str, uid: str, name: str) -> None:
-        with self._lock:
+        with self._lock, checkpoint.locked(self.checkpoint_path):
             self._check_open(f"claim {namespace}/{name}")
+            self._sync()
             try:
                 self._spec_path(uid).unlink(missing_ok=True)
             except OSError as e:
@@ -256,7 +289,7 @@ class Preparer:
             gone = self.claims.pop(uid, None)
             if gone is not None:
                 try:
-                    checkpoint.save(self.checkpoint_path, self.claims)
+                    self._save()
                 except OSError as e:
                     raise ClaimError(
                         f"claim {namespace}/{name}: cannot save checkpoint {self.checkpoint_path}: {e.strerror or e}"
