@@ -126,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
         )  # fmt: skip
     except (OSError, ValueError) as e:
         raise CliError(str(e)) from None
-    status = serve_status(driver.registry, args.port, log)
+    # Ready once kubelet took the plugin: a rolling update stops the old pod only then.
+    status = serve_status(driver.registry, args.port, log, driver.plugin.registration)
     try:
         driver.start()
     except (OSError, ValueError) as e:

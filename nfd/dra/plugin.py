@@ -240,5 +240,11 @@ class KubeletPlugin:
         self._reg.stop()
         self._dra.stop(grace=self.stop_grace)
 
+    def registration(self) -> tuple[bool, str]:
+        """Whether kubelet took the plugin, and a word on it (the /healthz answer)."""
+        if self.registered.is_set():
+            return True, "registered with kubelet"
+        return False, f"not registered with kubelet: {self.last_error or 'waiting for kubelet'}"
+
     def serving(self) -> dict[str, Any]:
         return {"dra": self._dra.serving(), "registration": self._reg.serving()}

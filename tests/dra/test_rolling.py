@@ -35,6 +35,7 @@ def test_old_and_new_instance_side_by_side_then_the_old_one_stops(
 ) -> None:
     old = start_driver(instance=OLD)
     assert old.plugin.registered.wait(5)
+    assert old.plugin.registration() == (True, "registered with kubelet")  # its /healthz
     assert wait_for(lambda: kubelet.drivers.get(DRIVER) == str(dirs["plugin"] / f"dra-{OLD}.sock"))
     first = claim(fake_api_client, "first", "fpga-0000-3b-00-0")
     assert kubelet.prepare(DRIVER, first).claims[first[1]].error == ""
