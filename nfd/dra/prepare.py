@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -62,6 +63,10 @@ class Preparer:
         # Prepared claims whose status.devices is not written yet: tried again at the
         # next prepare of the claim (kubelet calls again for every pod using it).
         self.status_pending: set[str] = set()
+        # The status writes, in the order of the calls, off kubelet's path: a write is an
+        # API round trip that prepares nothing.
+        self._status: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._status_thread: threading.Thread | None = None
         self.cdi_kind = f"{driver}/{CDI_CLASS}"
         self._lock = threading.Lock()
         self._closed = False  # stopping: no more writes (see close)
@@ -123,6 +128,19 @@ class Preparer:
             out[uid] = PreparedClaim(ns, name, tuple(devices))
         return out
 
+    def _prepared(self, uid: str) -> PreparedClaim | None:
+        """The claim as prepared, if its CDI spec is still there: the checkpoint is not
+        flushed to the disk (a node that crashed may bring back a stale one), and the CDI
+        directory is often a tmpfs that a reboot empties."""
+        done = self.claims.get(uid)
+        if done is None or self._spec_path(uid).exists():
+            return done
+        log.warning(
+            "claim %s/%s: in the checkpoint, but its CDI spec %s is gone; preparing it again",
+            done.namespace, done.name, self._spec_path(uid),
+        )  # fmt: skip
+        return None
+
     def _spec_path(self, uid: str) -> Path:
         return self.cdi_dir / f"{SPEC_PREFIX}{cdi_name(uid)}.json"
 
@@ -132,6 +150,7 @@ class Preparer:
         dropped whole, never half-written. kubelet retries the refused ones."""
         with self._lock:
             self._closed = True
+        self._status.put(None)  # the status thread ends after the writes queued
 
     def prepared_devices(self) -> int:
         """How many devices the prepared claims hold."""
@@ -146,10 +165,11 @@ class Preparer:
     def prepare(self, namespace: str, uid: str, name: str) -> tuple[PreparedDevice, ...]:
         with self._lock, checkpoint.locked(self.checkpoint_path):
             self._sync()
-            done = self.claims.get(uid)
+            done = self._prepared(uid)
         if done is not None:
             if uid in self.status_pending:
-                self._report(done, uid)
+                again = done
+                self._later(lambda: self._report(again, uid))
             return done.devices
         # Reading the claim and checking its devices take no lock: kubelet prepares the
         # claims of different pods at once.
@@ -169,7 +189,7 @@ class Preparer:
             found.append((dev_name, dev))
         with self._lock, checkpoint.locked(self.checkpoint_path):
             self._sync()
-            done = self.claims.get(uid)
+            done = self._prepared(uid)
             if done is not None:  # a concurrent call for the same claim got there first
                 return done.devices
             self._check_open(where)
@@ -184,12 +204,38 @@ class Preparer:
                     f"{where}: cannot save checkpoint {self.checkpoint_path}: {e.strerror or e}"
                 ) from None
         log.info("%s: prepared %s", where, ", ".join(by_device))
-        self._report(prepared, uid)
+        self._later(lambda: self._report(prepared, uid))
         return prepared.devices
 
+    def _later(self, write: Callable[[], None]) -> None:
+        """Queue a status write for the status thread (started with the first)."""
+        if self.write_status is None:
+            return
+        with self._lock:
+            if self._status_thread is None:
+                self._status_thread = threading.Thread(
+                    target=self._write_statuses, name="nfd-dra-status", daemon=True
+                )
+                self._status_thread.start()
+        self._status.put(write)
+
+    def _write_statuses(self) -> None:
+        while (write := self._status.get()) is not None:
+            try:
+                write()
+            except Exception:  # a bug: the writes after it go on
+                log.exception("claim status write")
+
+    def flush_status(self, timeout: float | None = None) -> bool:
+        """Wait until the status writes queued so far are done; False on timeout."""
+        done = threading.Event()
+        self._later(done.set)
+        return self.write_status is None or done.wait(timeout)
+
     def _report(self, claim: PreparedClaim, uid: str) -> None:
-        """Write the claim's status.devices; a failure fails nothing (the devices are
-        prepared): it is logged once and tried again at the claim's next prepare."""
+        """Write the claim's status.devices (on the status thread); a failure fails
+        nothing (the devices are prepared): it is logged once and tried again at the
+        claim's next prepare."""
         if self.write_status is None:
             return
         entries = []
@@ -296,12 +342,12 @@ class Preparer:
                     ) from None
                 log.info("claim %s/%s: unprepared", namespace, name)
         if gone is not None:
-            self.status_pending.discard(uid)
-            self._clear_status(namespace, name, uid)
+            self._later(lambda: self._clear_status(namespace, name, uid))
 
     def _clear_status(self, namespace: str, name: str, uid: str) -> None:
         """Our entries say the devices are set up on this node; after unprepare they
         are not. Best effort: a claim being deleted or deallocated loses them anyway."""
+        self.status_pending.discard(uid)
         if self.write_status is None:
             return
         try:

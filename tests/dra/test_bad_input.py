@@ -223,7 +223,7 @@ def test_concurrent_prepares_and_a_checkpoint_that_cannot_be_saved(
     allocate(fake_api_client, c, [(DRIVER, NODE, "tty-ttys3")])
     ckpt = dirs["plugin"] / "checkpoint.json"
 
-    def full(path: Path, body: str) -> None:
+    def full(path: Path, body: str, **_kw: object) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     with monkeypatch.context() as m:
