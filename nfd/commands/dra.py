@@ -82,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
     err = dns_subdomain_error(node)
     if err:
         raise CliError(f"--node-name: {err}")
+    from nfd.dra.plugin import instance_error
+
+    err = instance_error(args.pod_uid)
+    if err:
+        raise CliError(f"--pod-uid: {err}")
     resources = config.served_by(DRA)
     host = host_root(args.host_root)
 

@@ -126,6 +126,13 @@ class RegistrationService(reg_grpc.RegistrationServicer):
         return reg_pb.RegistrationStatusResponse()
 
 
+def instance_error(uid: str) -> str | None:
+    """Why ``uid`` cannot name our sockets (None: it can, or it is empty)."""
+    if uid and not (len(uid) <= 64 and all(c.isascii() and (c.isalnum() or c == "-") for c in uid)):
+        return f"pod UID {uid!r}: expected letters, digits and '-' (at most 64), as a UID has"
+    return None
+
+
 class KubeletPlugin:
     def __init__(
         self,

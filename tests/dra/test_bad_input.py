@@ -77,6 +77,18 @@ def test_bad_node_name_is_one_line(tmp_path: Path) -> None:
     assert line == "nfd dra: error: --node-name: 'Node_A' must be a lowercase RFC 1123 subdomain"
 
 
+def test_bad_pod_uid_is_one_line(tmp_path: Path) -> None:
+    cfg = tmp_path / "dra.yaml"
+    cfg.write_text("resources: []\n")
+    line = one_line_error(
+        nfd("dra", "--config", str(cfg), "--check", "--node-name", NODE, "--pod-uid", "../x")
+    )
+    assert (
+        line
+        == "nfd dra: error: --pod-uid: pod UID '../x': expected letters, digits and '-' (at most 64), as a UID has"
+    )
+
+
 def test_selector_matching_nothing_warns_and_serves_the_rest(fx: FixtureHost, tmp_path: Path) -> None:
     feats = tmp_path / "features.json"
     feats.write_text(fx.features().to_json())
