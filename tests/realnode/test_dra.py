@@ -233,7 +233,8 @@ def test_a_rolling_update_of_the_driver_fails_no_claim(real_node: RealNode, inst
     failed = [
         f"{e['involvedObject'].get('name')}: {e.get('reason')}: {e.get('message')}"
         for e in real_node.get("events", "-n", "default")["items"]
-        if "Prepare" in str(e.get("reason")) or "NodePrepareResources" in str(e.get("message"))
+        if e["involvedObject"].get("name") in ("dra-roll-before", "dra-roll-during")
+        and ("Prepare" in str(e.get("reason")) or "NodePrepareResources" in str(e.get("message")))
     ]
     assert not failed, failed
     uids = {claim_uid(real_node, pod) for pod in ("dra-roll-before", "dra-roll-during")}
