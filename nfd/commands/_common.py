@@ -218,9 +218,14 @@ def add_port_argument(p: argparse.ArgumentParser, *, serves: str, default: str) 
     p.add_argument("--port", type=int, default=None, help=f"port for {serves} (default {default})")
 
 
-def serve_status(metrics: Exposition, port: int | None, log: logging.Logger) -> StatusServer | None:
-    """/healthz and /metrics on ``port`` (None or 0: not served). Raises CliError when
-    the port cannot be bound."""
+def serve_status(
+    metrics: Exposition,
+    port: int | None,
+    log: logging.Logger,
+    healthy: Callable[[], tuple[bool, str]] | None = None,
+) -> StatusServer | None:
+    """/healthz (``healthy``'s answer; default always ok) and /metrics on ``port`` (None or
+    0: not served). Raises CliError when the port cannot be bound."""
     from nfd.cli import CliError
     from nfd.worker.metrics import StatusServer
 
@@ -229,7 +234,7 @@ def serve_status(metrics: Exposition, port: int | None, log: logging.Logger) -> 
     if not 0 < port < 65536:
         raise CliError(f"--port {port}: expected 1-65535, or 0 for none")
     try:
-        server = StatusServer(metrics, lambda: (True, "ok"), port=port)
+        server = StatusServer(metrics, healthy or (lambda: (True, "ok")), port=port)
     except OSError as e:
         raise CliError(f"--port {port}: {e.strerror or e}") from None
     server.start()

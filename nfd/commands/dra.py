@@ -18,6 +18,8 @@ log = logging.getLogger("nfd.dra")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    import os
+
     from nfd.commands._common import add_device_arguments, add_kubeconfig_argument, add_node_name_argument
 
     add_device_arguments(p, discovers="pci/usb/gpu")
@@ -31,6 +33,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--registry-dir", metavar="DIR", default="/var/lib/kubelet/plugins_registry",
         help="kubelet's plugin registration directory",
+    )  # fmt: skip
+    p.add_argument(
+        "--pod-uid", metavar="UID", default=os.environ.get("POD_UID", ""),
+        help="this pod's UID (default $POD_UID): sockets named with it let the old and the new pod of a"
+        " rolling update serve side by side",
     )  # fmt: skip
     p.add_argument(
         "--rediscover-interval", metavar="SECONDS", type=float, default=10.0,
@@ -75,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
     err = dns_subdomain_error(node)
     if err:
         raise CliError(f"--node-name: {err}")
+    from nfd.dra.plugin import instance_error
+
+    err = instance_error(args.pod_uid)
+    if err:
+        raise CliError(f"--pod-uid: {err}")
     resources = config.served_by(DRA)
     host = host_root(args.host_root)
 
@@ -116,11 +128,12 @@ def run(args: argparse.Namespace) -> int:
             states, inventory, api=api, driver=config.driver_name, node=node,
             plugin_dir=plugin_dir, registry_dir=args.registry_dir, cdi_dir=args.cdi_dir,
             poll_interval=args.poll_interval, rediscover=discover, rediscover_interval=args.rediscover_interval,
-            taint_effect=config.dra.taint_effect,
+            taint_effect=config.dra.taint_effect, instance=args.pod_uid,
         )  # fmt: skip
     except (OSError, ValueError) as e:
         raise CliError(str(e)) from None
-    status = serve_status(driver.registry, args.port, log)
+    # Ready once kubelet took the plugin: a rolling update stops the old pod only then.
+    status = serve_status(driver.registry, args.port, log, driver.plugin.registration)
     try:
         driver.start()
     except (OSError, ValueError) as e:

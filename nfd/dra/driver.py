@@ -223,7 +223,8 @@ class Rediscovery(_Loop):
 
 
 class DraDriver:
-    """Everything ``nfd dra`` runs; ``api`` is its transport to the API server."""
+    """Everything ``nfd dra`` runs; ``api`` is its transport to the API server; ``instance``
+    this pod's UID, for rolling updates (see :mod:`nfd.dra.plugin`)."""
 
     def __init__(
         self,
@@ -242,6 +243,7 @@ class DraDriver:
         rediscover_interval: float = 10.0,
         taint_effect: str = "NoSchedule",
         node_events: bool = True,
+        instance: str = "",
     ) -> None:
         import os
 
@@ -284,6 +286,7 @@ class DraDriver:
             registry_dir=registry_dir,
             health=self.health_stream,
             metrics=self.dra_metrics,
+            instance=instance,
         )
         self.rediscovery = (
             Rediscovery(
