@@ -26,7 +26,8 @@ and on push-back:
   (a moving average of the last few) above ``tolerance`` times the usual one (of the
   last fifty or so) and above ``fast_s`` (under which any answer is fast: a few
   milliseconds' noise is no sign of a queue), and so is the latency per write in flight,
-  the inverse of the throughput. On a small API server each request in flight adds to
+  the inverse of the throughput (averaged over about the last window of answers, and
+  over the last ten windows). On a small API server each request in flight adds to
   every answer's time while the throughput still grows or holds (etcd commits writes
   together): latency alone, over the fastest seen or over the usual, would hold the
   window far below what the server takes (on a shared real server it did: 11 writes in
@@ -176,8 +177,11 @@ class AdaptiveRate:
         else:
             self._recent += SHORT_ALPHA * (seconds - self._recent)
             self._usual += LONG_ALPHA * (seconds - self._usual)
-            self._recent_per += SHORT_ALPHA * (per - self._recent_per)
-            self._usual_per += LONG_ALPHA * (per - self._usual_per)
+            # The throughput over about the last window of answers, and the last ten:
+            # one answer of 64 in flight says little about the server's pace.
+            n = max(1, self.in_flight)
+            self._recent_per += min(SHORT_ALPHA, 1 / n) * (per - self._recent_per)
+            self._usual_per += min(LONG_ALPHA, 0.1 / n) * (per - self._usual_per)
         recent, usual = self._recent, self._usual
         if (
             recent > self.fast_s

@@ -24,6 +24,11 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, name)
 
+# Objects a LIST page: a page is parsed whole, and objects of ~130 kB (#1802) make 500
+# of them (the Nodes' page size) hundreds of MB of Python objects at once, which the
+# process keeps as its high-water mark; 50 a page is 6.5 MB of JSON at that size.
+PAGE_SIZE_MAX = 50
+
 
 @dataclass(frozen=True, slots=True)
 class Kept:
@@ -137,7 +142,7 @@ class NodeFeatureWatcher:
         self.watch = ListWatch(
             api=api,
             resource=Resource(PLURAL, GROUP, VERSION),
-            page_size=page_size,
+            page_size=min(page_size, PAGE_SIZE_MAX),
             on_list=self._listed,
             on_event=self.apply_event,
             on_synced=on_synced,
