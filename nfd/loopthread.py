@@ -82,6 +82,11 @@ class LoopThread:
             if thread.is_alive():
                 self.logger.warning("%s: still running %.0f s after stop", self.name, self.join_timeout)
 
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for a loop that ends by itself (:meth:`end`)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
     def is_alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
