@@ -61,7 +61,8 @@ def serve(app: ASGIApp, settings: MasterSettings, runtime: Runtime) -> int:
     if runtime.elector is not None:
         server.step_down = runtime.elector.stop
     if files is not None and settings.tls.cert_file is None and runtime.api is not None:
-        server.renew = (runtime.api, settings.tls, files)  # the cluster's certificate: kept renewed
+        # The cluster's certificate: kept renewed.
+        server.renew = (runtime.jobs, runtime.api, settings.tls, files)
     import gc
 
     host, port = sock.getsockname()[:2]
@@ -153,12 +154,11 @@ def _server_class() -> type:
         than re-raise the signal (uvicorn's default, which reads as a crash). With
         ``renew`` set, the cluster's certificate is kept renewed while serving."""
 
-        renew: tuple[Any, Any, Any] | None = None
+        renew: tuple[Any, Any, Any, Any] | None = None
         # Called as shutdown starts: a draining leader hands the lease over at once, not
         # after its connections close (followers' idle TLS connections can hold that up
         # for the whole graceful timeout).
         step_down: Callable[[], Awaitable[None]] | None = None
-        _renewing: asyncio.Task[None] | None = None
 
         url = ""
 
@@ -168,14 +168,19 @@ def _server_class() -> type:
                 # uvicorn names the address only when it binds the socket itself.
                 logging.getLogger("nfd.master").info("running on %s", self.url)
             if self.renew is not None and self.config.ssl is not None:
-                from nfd.master.tls import keep_renewed
+                from functools import partial
 
-                api, settings, files = self.renew
-                self._renewing = asyncio.create_task(keep_renewed(api, settings, files, self.config.ssl))
+                from nfd.master.tls import RENEW_EVERY_S, RENEW_JOB_ID, renew_checked
+
+                jobs, api, settings, files = self.renew
+                renew = partial(renew_checked, api, settings, files, self.config.ssl)
+                jobs.every(RENEW_EVERY_S, renew, job_id=RENEW_JOB_ID)
 
         async def shutdown(self, sockets: Any = None) -> None:
-            if self._renewing is not None:
-                self._renewing.cancel()
+            if self.renew is not None:
+                from nfd.master.tls import RENEW_JOB_ID
+
+                self.renew[0].cancel(RENEW_JOB_ID)
             if self.step_down is not None:
                 await self.step_down()
             await super().shutdown(sockets)

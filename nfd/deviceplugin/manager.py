@@ -26,6 +26,7 @@ from nfd.deviceplugin.server import KUBELET_SOCKET, Outcome, ResourcePlugin, soc
 from nfd.devices import cdi
 from nfd.devices.health import HealthMonitor
 from nfd.devices.inventory import ResourceState, close_states
+from nfd.loopthread import LoopThread
 from nfd.unixgrpc import MAX_SOCKET_PATH, FileId, file_id
 
 if TYPE_CHECKING:
@@ -79,10 +80,11 @@ class Manager:
         self.health = HealthMonitor(self.states, interval=poll_interval, use_udev=use_udev)
         self._tracks = [_Track(ResourcePlugin(s, plugin_dir, metrics=metrics)) for s in self.states]
         self._lock = threading.Lock()
-        self._stop = threading.Event()
         self._done = threading.Event()
         self._stopped = False
-        self._thread: threading.Thread | None = None
+        self._loop = LoopThread(
+            "nfd-dp-supervisor", self._round, interval=watch_interval, backoff=_backoff(), logger=log
+        )
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -98,8 +100,7 @@ class Manager:
             )
         if not self._tracks:
             log.warning("no resource has devices on this node; nothing to serve")
-        self._thread = threading.Thread(target=self._loop, name="nfd-dp-supervisor", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
         """Stop serving and remove our sockets (CDI specs stay). Safe to call twice."""
@@ -107,9 +108,7 @@ class Manager:
             if self._stopped:
                 return
             self._stopped = True
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._loop.stop()
         self.health.stop()
         for t in self._tracks:
             t.plugin.stop()
@@ -150,23 +149,19 @@ class Manager:
         except OSError:
             return None
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._tick()
-            except Exception as e:  # keep supervising whatever one round hit
-                log.error("device-plugin supervisor: %s: %s", type(e).__name__, e)
-            active = [t for t in self._tracks if t.rejected is None]
-            if self._tracks and not active:
+    def _round(self) -> None:
+        try:
+            self._tick()
+        finally:
+            if self._tracks and all(t.rejected is not None for t in self._tracks):
                 log.error("every resource was rejected by kubelet; stopping")
                 self._done.set()
-                return
-            self._stop.wait(self.watch_interval)
+                self._loop.end()
 
     def _tick(self) -> None:
         kubelet_ino = self._kubelet_ino()
         for t in self._tracks:
-            if t.rejected is not None or self._stop.is_set():
+            if t.rejected is not None or self._loop.stopping:
                 continue
             p = t.plugin
             if not p.serving():

@@ -6,19 +6,21 @@ or healthy again (seen by the poll, or by an Allocate/Prepare re-check) reaches 
 driver's slices, health stream and Node events, and the metrics all follow it.
 
 A cheap poll (a few stat/readlink calls per device) runs every ``interval`` seconds; when
-pyudev can listen to the kernel's uevents (real /sys, netlink allowed), an event for a
-subsystem the kinds care about triggers a re-check at once instead of at the next tick.
+the kernel's uevents can be had (:mod:`nfd.uevents`; real /sys, netlink allowed), an event
+for a subsystem the kinds care about, or uevents lost to an overrun, triggers a re-check
+of every device at once instead of at the next tick.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from nfd.devices.inventory import ResourceState
 from nfd.devices.model import HealthChange
+from nfd.loopthread import LoopThread
+from nfd.uevents import UeventListener, UeventsUnavailable, pyudev_monitor
 
 log = logging.getLogger("nfd.deviceplugin")
 
@@ -29,17 +31,23 @@ HealthListener = Callable[[ResourceState, Sequence[HealthChange]], None]
 
 class HealthMonitor:
     def __init__(
-        self, states: Sequence[ResourceState], *, interval: float = 0.2, use_udev: bool = True
+        self,
+        states: Sequence[ResourceState],
+        *,
+        interval: float = 0.2,
+        use_udev: bool = True,
+        open_monitor: Callable[[], Any] = pyudev_monitor,
+        uevents_sys: str = "/sys",
     ) -> None:
         self._listeners: list[HealthListener] = []
         self._states: list[ResourceState] = []
         self.states = list(states)
         self.interval = interval
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._observer: Any = None
+        self._loop = LoopThread("nfd-dp-health", self._check, interval=interval, join_timeout=2, logger=log)
+        self._uevents: UeventListener | None = None
         self._use_udev = use_udev
+        self._open_monitor = open_monitor
+        self._uevents_sys = uevents_sys  # the sys tree whose devices the uevents describe
 
     @property
     def states(self) -> list[ResourceState]:
@@ -76,57 +84,45 @@ class HealthMonitor:
 
     def start(self) -> None:
         if self._use_udev:
-            self._observer = self._start_udev()
-        self._thread = threading.Thread(target=self._loop, name="nfd-dp-health", daemon=True)
-        self._thread.start()
+            self._uevents = self._start_uevents()
+        self._loop.start()
 
     def wake(self) -> None:
-        self._wake.set()
+        self._loop.wake()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._observer is not None:
+        if self._uevents is not None:
+            self._uevents.stop()
+        self._loop.stop()
+
+    def _check(self) -> None:
+        for s in self._states:
             try:
-                self._observer.stop()
-            except Exception:  # the observer thread may already be gone
-                pass
-        if self._thread is not None:
-            self._thread.join(timeout=2)
+                s.refresh()
+            except Exception as e:  # a broken kind must not stop the others' health
+                log.error("%s: health check failed: %s: %s", s.name, type(e).__name__, e)
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.interval)
-            self._wake.clear()
-            for s in self._states:
-                try:
-                    s.refresh()
-                except Exception as e:  # a broken kind must not stop the others' health
-                    log.error("%s: health check failed: %s: %s", s.name, type(e).__name__, e)
-
-    def _start_udev(self) -> Any:
+    def _start_uevents(self) -> UeventListener | None:
         subsystems = sorted({sub for s in self.states for sub in s.res.kind.udev_subsystems})
         # uevents describe the real host; with a fixture or relocated /sys they would not
         # match what we read, so only the plain host view listens.
-        if not subsystems or any(s.host.sys != "/sys" for s in self.states):
+        if not subsystems or any(s.host.sys != self._uevents_sys for s in self.states):
             return None
+        listener = UeventListener(
+            subsystems,
+            on_event=lambda _sub, _action, _dev: self.wake(),
+            on_overrun=self.wake,  # a wake re-checks every device: nothing lost stays unseen
+            name="nfd-dp-udev",
+            open_monitor=self._open_monitor,
+        )
         try:
-            import pyudev
-
-            context = pyudev.Context()
-            monitor = pyudev.Monitor.from_netlink(context)
-            for sub in subsystems:
-                monitor.filter_by(subsystem=sub)
-            observer = pyudev.MonitorObserver(
-                monitor, callback=lambda _dev: self._wake.set(), name="nfd-dp-udev"
-            )
-            observer.start()
-            log.info(
-                "device health: udev events for %s, polling every %.0f ms",
-                ", ".join(subsystems),
-                self.interval * 1000,
-            )
-            return observer
-        except Exception as e:  # no netlink in this sandbox, no libudev ...: polling alone
+            listener.start()
+        except UeventsUnavailable as e:  # no netlink in this sandbox, no libudev ...: polling alone
             log.info("device health: polling every %.0f ms (udev unavailable: %s)", self.interval * 1000, e)
             return None
+        log.info(
+            "device health: udev events for %s, polling every %.0f ms",
+            ", ".join(subsystems),
+            self.interval * 1000,
+        )
+        return listener

@@ -16,40 +16,17 @@ from nfd.dra.slices import DraInventory, TaintPolicy
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.kube.transport import Transport
+from nfd.loopthread import LoopThread
 
 log = logging.getLogger("nfd.dra")
 
 
-class _Loop:
-    """A daemon thread running ``_loop`` until :meth:`stop`."""
-
-    thread_name = ""
-
-    def __init__(self) -> None:
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name=self.thread_name, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def _loop(self) -> None:
-        raise NotImplementedError
-
-
-class SliceLoop(_Loop):
+class SliceLoop:
     """Publishes the pool whenever a device's health changes (woken by the health
     monitor, and checked every ``interval`` seconds: a version comparison, no I/O),
     unhealthy devices tainted as ``taints`` says, and re-reads the API server
     every ``resync`` seconds to repair slices changed by someone else. A failed write is
     retried with backoff."""
-
-    thread_name = "nfd-dra-slices"
 
     def __init__(
         self,
@@ -60,56 +37,55 @@ class SliceLoop(_Loop):
         interval: float = 0.05,
         resync: float = 60.0,
     ) -> None:
+        from nfd.dra.publisher import PublishError
+
         self.inventory = inventory
         self._sync = sync
         self.taints = taints
-        self._wake = threading.Event()
         self.interval = interval
         self.resync = resync
-        super().__init__()
         self.published = threading.Event()  # set after the first successful sync
         self.syncs = 0
-
-    def _loop(self) -> None:
-        from nfd.dra.publisher import PublishError
-
-        seen: tuple[int, ...] | None = None
-        next_resync = 0.0
+        self._seen: tuple[int, ...] | None = None
+        self._next_resync = 0.0
         # Each node writes only its own slices: exact steps.
-        backoff = Backoff(initial=0.2, cap=10.0, jitter=0)
-        while not self._stop.is_set():
-            now = time.monotonic()
-            version = self.inventory.version()
-            force = now >= next_resync
-            if (version != seen or force) and backoff.due():
-                try:
-                    self._sync(self.inventory.published(self.taints), force=force)
-                    seen = version
-                    backoff.reset()
-                    self.syncs += 1
-                    self.published.set()
-                    if force:
-                        next_resync = now + self.resync
-                except Exception as e:  # PublishError, or a bug: the loop must go on
-                    why = str(e) if isinstance(e, PublishError) else f"{type(e).__name__}: {e}"
-                    log.error("%s; retry in %.1f s", why, backoff.fail())
-            self._wake.wait(self.interval)
-            self._wake.clear()
+        self._loop = LoopThread(
+            "nfd-dra-slices",
+            self._round,
+            interval=interval,
+            backoff=Backoff(initial=0.2, cap=10.0, jitter=0),
+            logger=log,
+            expected=(PublishError,),
+        )
+
+    def start(self) -> None:
+        self._loop.start()
+
+    def _round(self) -> None:
+        now = time.monotonic()
+        version = self.inventory.version()
+        force = now >= self._next_resync
+        if version == self._seen and not force:
+            return
+        self._sync(self.inventory.published(self.taints), force=force)  # raising: the loop retries
+        self._seen = version
+        self.syncs += 1
+        self.published.set()
+        if force:
+            self._next_resync = now + self.resync
 
     def wake(self) -> None:
-        self._wake.set()
+        self._loop.wake()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        super().stop()
+        self._loop.stop()
 
 
 # A fresh discovery: the DRA resources' states, with the features and host they came from.
 Rediscover = Callable[[], tuple[Sequence[ResourceState], Features, HostRoot]]
 
 
-class Rediscovery(_Loop):
+class Rediscovery:
     """Runs discovery again every ``interval`` seconds; when the set of devices differs
     (a device plugged in, one removed for good), the inventory serves the new set. A
     resource whose devices are unchanged keeps its state (and its health history).
@@ -139,21 +115,23 @@ class Rediscovery(_Loop):
         # Resource name -> a state over its devices that passes no longer find.
         self.departed: dict[str, ResourceState] = {}
         self._pass = threading.Lock()  # one pass at a time (the loop's, or a caller's)
-        super().__init__()
+        self._next_pass = 0.0
+        self._loop = LoopThread("nfd-dra-rediscover", self._round, interval=watch_interval, logger=log)
 
-    def _loop(self) -> None:
-        next_pass = time.monotonic() + self.interval
-        while not self._stop.wait(min(self.watch_interval, max(0.0, next_pass - time.monotonic()))):
-            back = self._returned()
-            if not back and time.monotonic() < next_pass:
-                continue
+    def start(self) -> None:
+        self._next_pass = time.monotonic() + self.interval
+        self._loop.start()
+
+    def _round(self) -> float:
+        """Watch departed devices; a pass when one is back or the interval is up. A
+        failed pass keeps the current view, and the next comes an interval later."""
+        back = self._returned()
+        if back or time.monotonic() >= self._next_pass:
             if back:
                 log.info("rediscovery: %s back; looking for devices now", ", ".join(back))
-            try:
-                self.once()
-            except Exception as e:  # a failed discovery keeps the current view
-                log.error("rediscovery: %s: %s", type(e).__name__, e)
-            next_pass = time.monotonic() + self.interval
+            self._next_pass = time.monotonic() + self.interval
+            self.once()
+        return min(self.watch_interval, max(0.0, self._next_pass - time.monotonic()))
 
     def _returned(self) -> list[str]:
         """Departed devices that turned healthy since the last look."""
@@ -175,7 +153,7 @@ class Rediscovery(_Loop):
         return back
 
     def stop(self) -> None:
-        super().stop()
+        self._loop.stop()
         with self._pass:
             for s in self.departed.values():
                 s.close()

@@ -1,17 +1,16 @@
 """Garbage collection, as upstream's nfd-gc does it: NodeFeature objects of nodes that no
 longer exist are deleted, and the master forgets what it holds for such nodes. Only the
 leader collects (a follower's view may be stale, and two collectors would race); it runs
-as a periodic APScheduler job on the master's event loop."""
+as one of the master's periodic jobs (``jobs``)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC
-from typing import Any
 
 from nfd.kube.errors import ApiError
+from nfd.master.jobs import Jobs
 from nfd.master.kube import NODES, KubeApi
 from nfd.master.metrics import Metrics
 from nfd.master.nodefeatures import NodeFeatureIndex
@@ -53,7 +52,6 @@ class GarbageCollector:
         self.is_leader = is_leader
         self.metrics = metrics
         self.last: GcResult | None = None
-        self._sched: Any = None
 
     async def _node_names(self) -> set[str]:
         return {
@@ -101,20 +99,5 @@ class GarbageCollector:
         self.last = out
         return out
 
-    def start(self) -> None:
-        from apscheduler.schedulers.asyncio import AsyncIOScheduler
-
-        sched_log = logging.getLogger(f"{__name__}.apscheduler")
-        sched_log.setLevel(logging.ERROR)
-        self._sched = AsyncIOScheduler(
-            logger=sched_log,
-            timezone=UTC,
-            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
-        )
-        self._sched.add_job(self.collect, "interval", seconds=self.interval_s, id=JOB_ID)
-        self._sched.start()
-
-    def stop(self) -> None:
-        if self._sched is not None:
-            self._sched.shutdown(wait=False)
-            self._sched = None
+    def start(self, jobs: Jobs) -> None:
+        jobs.every(self.interval_s, self.collect, job_id=JOB_ID)

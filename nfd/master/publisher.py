@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from nfd.kube.errors import ApiError, NotFound
+from nfd.master.jobs import Jobs
 from nfd.master.kube import NODES, KubeApi
 from nfd.master.metrics import Metrics
 from nfd.master.nodesync import NodeSync
@@ -18,6 +19,8 @@ from nfd.master.watch import ListWatch, Pages
 from nfd.master.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
+
+RESYNC_JOB_ID = "nfd-master-resync"
 
 
 class Publisher(Protocol):
@@ -76,9 +79,11 @@ class KubePublisher:
         settings: KubeSettings,
         metrics: Metrics,
         may_write: Callable[[], bool],
+        jobs: Jobs,
         on_gone: Callable[[str], None] | None = None,
     ) -> None:
         self.on_gone = on_gone
+        self.jobs = jobs
         self.store = store
         self.settings = settings
         self.metrics = metrics
@@ -110,7 +115,6 @@ class KubePublisher:
             on_event=self._on_event,
         )
         self._prime_task: asyncio.Task[None] | None = None
-        self._resync_task: asyncio.Task[None] | None = None
 
     # -- queue ------------------------------------------------------------------------
     def enqueue(self, name: str) -> None:
@@ -160,16 +164,16 @@ class KubePublisher:
     # -- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
         self.queue.start()
-        self._resync_task = asyncio.create_task(self._resync_loop(), name="resync")
+        self.jobs.every(self.settings.resync_period_s, self._resync_round, job_id=RESYNC_JOB_ID)
         if self.may_write() and self._prime_task is None:
             self.resume()
 
     async def stop(self) -> None:
         self.watch.stop()
-        tasks = [t for t in (self._prime_task, self._resync_task) if t is not None]
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        self.jobs.cancel(RESYNC_JOB_ID)
+        if self._prime_task is not None:
+            self._prime_task.cancel()
+            await asyncio.gather(self._prime_task, return_exceptions=True)
         await self.queue.stop()
 
     # -- work -------------------------------------------------------------------------
@@ -207,15 +211,13 @@ class KubePublisher:
     async def _listed(self, pages: Pages) -> None:
         await self.nodes.resync(pages, prime=True)
 
-    async def _resync_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.resync_period_s)
-            if not self.may_write():
-                continue
-            try:
-                await self.resync()
-            except ApiError as e:
-                log.warning("resync failed: %s", e)
+    async def _resync_round(self) -> None:
+        if not self.may_write():
+            return
+        try:
+            await self.resync()
+        except ApiError as e:
+            log.warning("resync failed: %s", e)
 
     async def resync(self) -> None:
         """One paginated LIST: queue the nodes that drifted, and forget those missing

@@ -20,7 +20,6 @@ for the master's own ServiceAccount token (checked with a TokenReview).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -38,6 +37,7 @@ log = logging.getLogger(__name__)
 
 PATH = "/api/v1/replication/nodes"
 HELD_PATH = "/api/v1/replication/held"
+JOB_ID = "nfd-master-replica"
 PAGE = 50  # nodes per answer: about 50 kB of features each
 
 
@@ -150,11 +150,11 @@ class PeerAuth:
 
 
 class Replica:
-    """The follower's side: a task that pulls from the leader while this replica follows."""
+    """The follower's side: a periodic job (``jobs``) that pulls from the leader while
+    this replica follows."""
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        self._task: asyncio.Task[None] | None = None
         self.taken = 0  # nodes taken from the leader
         self.synced = False  # one full copy made since this replica started
         self.failures = 0  # rounds in a row that could not reach the leader
@@ -191,33 +191,30 @@ class Replica:
         return self.synced
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="replica")
+        interval = self.rt.settings.leader.replicate_interval_s
+        self.rt.jobs.every(interval, self._round, job_id=JOB_ID, first_now=True)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        self.rt.jobs.cancel(JOB_ID)
 
-    async def _run(self) -> None:
-        interval = self.rt.settings.leader.replicate_interval_s
-        while True:
-            elector = self.rt.elector
-            if elector is not None and elector.leader:
-                self.held.clear()  # we lead: what we hold is what counts
-            url = self.rt.leader_url()
-            if url is not None:
-                try:
-                    await self.hand_over(url)
-                    while await self.pull(url):
-                        pass  # a full page: more to come
-                    self.synced, self.failures = True, 0
-                    self.outage.ended()
-                except LeaderUnreachable:  # away or changing: next round
-                    self.failures += 1
-                except Exception as e:
-                    self.failures += 1
-                    self.outage.failed(url, f"{e} ({len(self.held)} node(s) held for it)")
-            await asyncio.sleep(interval)
+    async def _round(self) -> None:
+        elector = self.rt.elector
+        if elector is not None and elector.leader:
+            self.held.clear()  # we lead: what we hold is what counts
+        url = self.rt.leader_url()
+        if url is None:
+            return
+        try:
+            await self.hand_over(url)
+            while await self.pull(url):
+                pass  # a full page: more to come
+            self.synced, self.failures = True, 0
+            self.outage.ended()
+        except LeaderUnreachable:  # away or changing: next round
+            self.failures += 1
+        except Exception as e:
+            self.failures += 1
+            self.outage.failed(url, f"{e} ({len(self.held)} node(s) held for it)")
 
     async def _post(self, url: str, body: object) -> Any:
         headers = {"content-type": "application/json"}

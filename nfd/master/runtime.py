@@ -13,6 +13,7 @@ from nfd.master.auth import Authenticator
 from nfd.master.decide import Decider
 from nfd.master.gc import GarbageCollector
 from nfd.master.groups import GroupManager
+from nfd.master.jobs import Jobs
 from nfd.master.kube import KubeApi
 from nfd.master.leader import LeaderElector
 from nfd.master.metrics import Metrics
@@ -57,6 +58,7 @@ class Runtime:
     nodefeatures: NodeFeatureWatcher | None = None
     gc: GarbageCollector | None = None
     groups: GroupManager | None = None
+    jobs: Jobs = field(default_factory=Jobs)  # the periodic ones: gc, resync, replication, TLS
     replica: Replica | None = field(init=False, default=None)
     peer_auth: PeerAuth = field(init=False)
 
@@ -111,6 +113,7 @@ class Runtime:
         return True, "ok"
 
     async def start(self) -> None:
+        self.jobs.start()
         self.rules.load_files()
         self.service.set_rules(self.rules.rulesets())
         await self.rules.start()
@@ -122,13 +125,14 @@ class Runtime:
         if self.groups is not None:
             await self.groups.start()
         if self.gc is not None:
-            self.gc.start()
+            self.gc.start(self.jobs)
         if self.elector is not None:
             self.elector.start()
         if self.replica is not None:
             self.replica.start()
 
     async def stop(self) -> None:
+        self.jobs.stop()  # no job starts while the parts stop; a running one is cancelled
         self.rules.stop()
         if self.pods is not None:
             self.pods.stop()
@@ -136,8 +140,6 @@ class Runtime:
             await self.replica.stop()
         if self.nodefeatures is not None:
             self.nodefeatures.stop()
-        if self.gc is not None:
-            self.gc.stop()
         if self.groups is not None:
             self.groups.stop()
         if self.elector is not None:
@@ -200,8 +202,10 @@ def build_runtime(
     nodefeatures: NodeFeatureWatcher | None = None
     service.own_namespace = settings.nodefeatures.namespace
     publisher: KubePublisher | MemoryPublisher
+    jobs = Jobs()
     if settings.kube.publish and api is not None:
         kp = KubePublisher(
+            jobs=jobs,
             api=api,
             store=service.store,
             settings=settings.kube,
@@ -282,6 +286,7 @@ def build_runtime(
         elector=elector,
         rules=rules,
         publisher=publisher,
+        jobs=jobs,
         forwarder=Forwarder(
             ca_file=str(settings.leader.peer_ca_file) if settings.leader.peer_ca_file else None,
             timeout_s=settings.leader.forward_timeout_s,

@@ -10,7 +10,6 @@ written only when it differs from the Secret's CA, under the same rules."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import datetime as dt
 import logging
@@ -145,16 +144,17 @@ async def renew_once(api: KubeApi, s: TLSSettings, files: ServingFiles, context:
     return True
 
 
-async def keep_renewed(
-    api: KubeApi, s: TLSSettings, files: ServingFiles, context: ssl.SSLContext, *, every_s: float = 6 * 3600
-) -> None:
-    """A long-running master renews its certificate without a restart."""
-    while True:
-        await asyncio.sleep(every_s)
-        try:
-            await renew_once(api, s, files, context)
-        except (ApiError, TLSError, OSError, ssl.SSLError) as e:
-            log.warning("TLS: cannot check the certificate for renewal now (%s); trying again later", e)
+RENEW_EVERY_S = 6 * 3600
+RENEW_JOB_ID = "nfd-master-tls-renew"
+
+
+async def renew_checked(api: KubeApi, s: TLSSettings, files: ServingFiles, context: ssl.SSLContext) -> None:
+    """One look for renewal, a master's periodic job (``jobs``): a long-running master
+    renews its certificate without a restart, and a failed look waits for the next."""
+    try:
+        await renew_once(api, s, files, context)
+    except (ApiError, TLSError, OSError, ssl.SSLError) as e:
+        log.warning("TLS: cannot check the certificate for renewal now (%s); trying again later", e)
 
 
 async def _read(api: KubeApi, kind: str, ns: str, name: str) -> dict[str, Any] | None:

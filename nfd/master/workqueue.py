@@ -15,6 +15,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Iterable
 
+from nfd.backoff import Backoff
 from nfd.kube.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,8 @@ class WorkQueue:
         self._dirty: set[str] = set()  # queued again while a worker held it
         self._parked: set[str] = set()  # waiting for ready()
         self._recheck: asyncio.TimerHandle | None = None
-        self._attempts: dict[str, int] = {}
+        self._backoffs: dict[str, Backoff] = {}  # nodes whose last write failed
+        self._rng = random.Random()  # one for all: a generator's state is 2.5 kB
         self._retries: dict[str, asyncio.TimerHandle] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -93,7 +95,7 @@ class WorkQueue:
         handle = self._retries.pop(name, None)
         if handle is not None:
             handle.cancel()
-        self._attempts.pop(name, None)
+        self._backoffs.pop(name, None)
         self._parked.discard(name)
 
     def idle(self) -> bool:
@@ -144,18 +146,23 @@ class WorkQueue:
             log.exception("node %s: unexpected error while publishing", name)
             self._failed(name, ApiError(None, f"{type(e).__name__}: {e}"))
         else:
-            self._attempts.pop(name, None)
+            self._backoffs.pop(name, None)
 
     def _failed(self, name: str, e: ApiError) -> None:
         if not self._on_failure(name, e):  # retrying cannot help (no such Node)
-            self._attempts.pop(name, None)
+            self._backoffs.pop(name, None)
             return
-        n = self._attempts.get(name, 0)
-        self._attempts[name] = n + 1
-        delay = min(self.backoff_max_s, self.backoff_base_s * (2**n))
-        delay = random.uniform(delay / 2, delay)  # jitter: a fleet must not retry in step
-        if e.retry_after:
-            delay = max(delay, min(e.retry_after, self.backoff_max_s))
+        backoff = self._backoffs.get(name)
+        if backoff is None:
+            # Jitter: the nodes of a fleet that failed together must not retry in step.
+            backoff = self._backoffs[name] = Backoff(
+                initial=self.backoff_base_s,
+                cap=self.backoff_max_s,
+                jitter=0.5,
+                max_retry_after=self.backoff_max_s,
+                rng=self._rng,
+            )
+        delay = backoff.next_delay(e.retry_after or None)
         log.info("node %s: write failed (%s); retry in %.2fs", name, e, delay)
         self._retries[name] = asyncio.get_running_loop().call_later(delay, self._retry, name)
 

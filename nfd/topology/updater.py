@@ -16,7 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nfd.backoff import Backoff
 from nfd.hostroot import HostRoot
+from nfd.loopthread import LoopThread
 from nfd.topology import kubeletconfig, nrt
 from nfd.topology.accounting import IsExclusive, account
 from nfd.topology.layout import read_layout
@@ -54,19 +56,29 @@ class Updater:
         self.podresources = PodResources(settings.socket)
         self._uid: str | None = None
         self._said: set[str] = set()  # warnings already logged (each once while it lasts)
-        self._nudged = threading.Event()
-        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        self._last_write = -settings.interval
+        # A failed pass (a bug: kubelet away is not an exception) waits at least as long
+        # as a good one.
+        backoff = Backoff(initial=settings.interval, cap=max(60.0, settings.interval), jitter=0)
+        self._loop = LoopThread(
+            "nfd-topology",
+            self._round,
+            interval=settings.interval,
+            backoff=backoff,
+            on_stop=self.podresources.cancel,
+            logger=log,
+        )
         self.passes = 0
         self.last: dict[str, Any] | None = None
 
     def nudge(self) -> None:
-        self._nudged.set()
+        self._loop.wake()
 
     def stop(self) -> None:
         """End run() at once, a call to kubelet under way too (from another thread)."""
-        self._stop.set()
-        self._nudged.set()
-        self.podresources.cancel()
+        self._stopped.set()
+        self._loop.stop()
 
     def _policy(self) -> tuple[kubeletconfig.TopologyPolicy | None, list[str]]:
         if self.settings.kubelet_config is None:
@@ -124,18 +136,17 @@ class Updater:
             return False
 
     def run(self) -> None:
-        interval = self.settings.interval
-        last_write = -interval
-        while not self._stop.is_set():
-            self._nudged.clear()
-            try:
-                if self.run_once():
-                    last_write = time.monotonic()
-            except Exception:  # a bug in one pass must not end the agent: log it, go on
-                log.exception("topology pass failed")
-            self._nudged.wait(interval)
-            if self._stop.is_set():
-                break
-            hold = last_write + interval - time.monotonic()
-            if hold > 0:
-                self._stop.wait(hold)
+        """Passes until :meth:`stop`."""
+        if self._stopped.is_set():
+            return
+        self._loop.start()
+        self._stopped.wait()
+        self._loop.stop()
+
+    def _round(self) -> float:
+        hold = self._last_write + self.settings.interval - time.monotonic()
+        if hold > 0:  # nudged sooner than an interval after the last write
+            return hold
+        if self.run_once():
+            self._last_write = time.monotonic()
+        return self.settings.interval

@@ -11,52 +11,54 @@ import threading
 import time
 from collections.abc import Callable
 
+from nfd.loopthread import LoopThread
+
 log = logging.getLogger(__name__)
+
+IDLE_S = 3600.0
 
 
 class Debouncer:
     """Calls ``action(reason)`` once ``delay`` seconds have passed without a new event.
 
-    One thread, started lazily on the first event and kept; ``close`` stops it.
+    One loop thread, started lazily on the first event and kept; ``close`` stops it.
     """
 
     def __init__(self, delay: float, action: Callable[[str], None]) -> None:
         self.delay = delay
         self._action = action
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._due: float | None = None  # monotonic time the action fires
         self._reason = ""
         self._closed = False
-        self._thread: threading.Thread | None = None
+        # Between bursts nothing is due: the loop sleeps until the next event wakes it.
+        self._loop = LoopThread("nfd-debounce", self._round, interval=IDLE_S, join_timeout=2, logger=log)
+        self._started = False
 
     def event(self, reason: str) -> None:
-        with self._cond:
+        with self._lock:
             if self._closed:
                 return
             self._due = time.monotonic() + self.delay
             self._reason = reason
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="nfd-debounce", daemon=True)
-                self._thread.start()
-            self._cond.notify()
+            start, self._started = not self._started, True
+        if start:
+            self._loop.start()
+        self._loop.wake()
 
     def close(self) -> None:
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=2)
+        self._loop.stop()
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._closed and (self._due is None or self._due > time.monotonic()):
-                    timeout = None if self._due is None else self._due - time.monotonic()
-                    self._cond.wait(timeout)
-                if self._closed:
-                    return
-                reason, self._due = self._reason, None
-            try:
-                self._action(reason)
-            except Exception:  # the next burst must still get through
-                log.exception("debounced action failed")
+    def _round(self) -> float | None:
+        """The action when the burst has settled; else how long until it may have."""
+        with self._lock:
+            if self._due is None:
+                return None
+            left = self._due - time.monotonic()
+            if left > 0:
+                return left
+            reason, self._due = self._reason, None
+        self._action(reason)  # raising: logged, and the next burst still gets through
+        return None

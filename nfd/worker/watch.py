@@ -13,9 +13,10 @@ import logging
 import os
 import select
 import struct
-import threading
 from collections.abc import Callable
 from pathlib import Path
+
+from nfd.loopthread import LoopThread
 
 log = logging.getLogger(__name__)
 
@@ -50,35 +51,36 @@ class DirWatcher:
         self.path = path
         self._on_change = on_change
         self._use_inotify = use_inotify
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._libc: ctypes.CDLL | None = None
         self._wake_r, self._wake_w = os.pipe()
+        self._loop = LoopThread(
+            "nfd-watch", self._round, interval=0.0, on_stop=self._unblock, join_timeout=2, logger=log
+        )
         self.mode = "stopped"  # "inotify" or "poll" while running; for logs and tests
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="nfd-watch", daemon=True)
-        self._thread.start()
+        self._libc = _libc() if self._use_inotify else None
+        if self._use_inotify and self._libc is None:
+            log.info("inotify is not available; polling %s every %.1fs", self.path, POLL_INTERVAL)
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        os.write(self._wake_w, b"x")
-        if self._thread is not None:
-            self._thread.join(timeout=2)
+        self._loop.stop()
         for fd in (self._wake_r, self._wake_w):
             os.close(fd)
 
+    def _unblock(self) -> None:
+        os.write(self._wake_w, b"x")
+
     # -- the thread -----------------------------------------------------------------
-    def _run(self) -> None:
-        libc = _libc() if self._use_inotify else None
-        if self._use_inotify and libc is None:
-            log.info("inotify is not available; polling %s every %.1fs", self.path, POLL_INTERVAL)
-        while not self._stop.is_set():
-            if libc is not None and self.path.is_dir():
-                if self._watch_inotify(libc):
-                    continue
-                libc = None  # inotify refused us (limits): poll from now on
-                log.info("inotify failed; polling %s every %.1fs", self.path, POLL_INTERVAL)
-            self._watch_poll(until_dir_exists=libc is not None)
+    def _round(self) -> None:
+        """Watch until the directory comes or goes (or stop)."""
+        if self._libc is not None and self.path.is_dir():
+            if self._watch_inotify(self._libc):
+                return
+            self._libc = None  # inotify refused us (limits): poll from now on
+            log.info("inotify failed; polling %s every %.1fs", self.path, POLL_INTERVAL)
+        self._watch_poll(until_dir_exists=self._libc is not None)
 
     def _watch_inotify(self, libc: ctypes.CDLL) -> bool:
         """Watch until the directory goes away (or stop); False if inotify cannot be used."""
@@ -95,7 +97,7 @@ class DirWatcher:
                 log.debug("inotify_add_watch %s: %s", self.path, os.strerror(err))
                 return False
             self.mode = "inotify"
-            while not self._stop.is_set():
+            while not self._loop.stopping:
                 ready, _, _ = select.select([fd, self._wake_r], [], [])
                 if fd not in ready:
                     continue
@@ -117,7 +119,7 @@ class DirWatcher:
         directory is there."""
         before = _snapshot(self.path)
         self.mode = "poll"
-        while not self._stop.wait(POLL_INTERVAL):
+        while not self._loop.sleep(POLL_INTERVAL):
             now = _snapshot(self.path)
             if now != before:
                 changed = sorted({n for n, *_ in now ^ before})

@@ -11,6 +11,7 @@ from nfd.devices.health import HealthMonitor
 from nfd.devices.inventory import AllocationError, build_states
 from nfd.devices.model import host_file
 from nfd.hostroot import HostRoot
+from tests.fakeuevents import FakeMonitor, overrun
 
 
 def test_wake_rechecks_at_once_without_waiting_for_the_poll(fx: FixtureHost) -> None:
@@ -35,9 +36,28 @@ def test_fixture_host_does_not_listen_to_real_uevents(fx: FixtureHost) -> None:
     mon = HealthMonitor(states, interval=60, use_udev=True)
     mon.start()
     try:
-        assert mon._observer is None  # uevents describe the real /sys, not this tree
+        assert mon._uevents is None  # uevents describe the real /sys, not this tree
     finally:
         mon.stop()
+
+
+def test_an_uevent_overrun_rechecks_every_device(fx: FixtureHost) -> None:
+    # Events were lost, maybe this device's: no poll for a minute, yet its unbind is seen.
+    cfg = parse_config({"resources": [{"name": "example.com/f", "pci": {"vendor": "1172"}}]})
+    states, _ = build_states(cfg.resources, features=fx.features(), host=fx.host)
+    monitor = FakeMonitor()
+    mon = HealthMonitor(
+        states, interval=60, use_udev=True, open_monitor=lambda: monitor, uevents_sys=fx.host.sys
+    )
+    mon.start()
+    try:
+        assert wait_for(lambda: all(r is None for r in states[0].reasons()))
+        fx.unbind("0000:3b:00.0")
+        monitor.push(overrun())
+        assert wait_for(lambda: states[0].reasons()[0] is not None, timeout=5)
+    finally:
+        mon.stop()
+        monitor.close()
 
 
 def test_host_paths_are_seen_under_the_host_root() -> None:

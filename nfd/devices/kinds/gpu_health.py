@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from nfd.devices.kinds.gpu_selector import GpuSelector
 from nfd.devices.model import FoundDevice
+from nfd.loopthread import LoopThread
 from nfd.sources.nvml import NO_INSTANCE, Nvml, NvmlError, NvmlUnavailable, XidEvent
 
 log = logging.getLogger("nfd.deviceplugin")
@@ -48,7 +49,7 @@ class NvmlHealth:
     _policy: dict[str, GpuSelector] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _watch_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    _watcher: threading.Thread | None = field(default=None, init=False, repr=False)
+    _watcher: LoopThread | None = field(default=None, init=False, repr=False)
     _watched: list[str] = field(default_factory=list, init=False, repr=False)
     _events_broken: bool = field(default=False, init=False, repr=False)
     _last_refresh: float = field(default=0.0, init=False, repr=False)
@@ -81,30 +82,35 @@ class NvmlHealth:
                     log.warning("NVML events unavailable, health from periodic NVML checks only: %s", e)
                     self._events_broken = True
                 return
-            thread = threading.Thread(target=self._events, args=(nvml,), name="nfd-dp-nvml", daemon=True)
-            with self._lock:
-                self._watcher = thread
-            thread.start()
 
-    def _events(self, nvml: Nvml) -> None:
-        while not self._stop.is_set():
-            if time.monotonic() - self._last_refresh > self.idle_stop:
-                log.debug("nobody asks for GPU health: NVML event thread stops")
-                nvml.close()
-                return
-            try:
-                event = nvml.wait_event(self.event_wait)
-            except (NvmlUnavailable, NvmlError) as e:
-                # As NVIDIA's plugin does: an event stream that fails says nothing good
-                # about any GPU. Each recovers once NVML answers for it again.
-                log.warning("NVML event wait failed, marking NVIDIA devices unhealthy: %s", e)
-                with self._lock:
-                    for uuid in list(self._policy):
-                        self._mark(uuid, 0)
-                self._stop.wait(1.0)
-                continue
-            if event is not None:
-                self.on_xid(event)
+            def events() -> float | None:
+                return self._events(nvml, watcher)
+
+            watcher = LoopThread("nfd-dp-nvml", events, interval=0.0, join_timeout=3, logger=log)
+            with self._lock:
+                self._watcher = watcher
+            watcher.start()
+
+    def _events(self, nvml: Nvml, watcher: LoopThread) -> float | None:
+        """One wait for an NVML event (a round of the event thread)."""
+        if time.monotonic() - self._last_refresh > self.idle_stop:
+            log.debug("nobody asks for GPU health: NVML event thread stops")
+            nvml.close()
+            watcher.end()
+            return None
+        try:
+            event = nvml.wait_event(self.event_wait)
+        except (NvmlUnavailable, NvmlError) as e:
+            # As NVIDIA's plugin does: an event stream that fails says nothing good
+            # about any GPU. Each recovers once NVML answers for it again.
+            log.warning("NVML event wait failed, marking NVIDIA devices unhealthy: %s", e)
+            with self._lock:
+                for uuid in list(self._policy):
+                    self._mark(uuid, 0)
+            return 1.0
+        if event is not None:
+            self.on_xid(event)
+        return None
 
     def on_xid(self, event: XidEvent) -> None:
         """Record a critical XID error (called by the event thread; public for tests)."""
@@ -171,8 +177,8 @@ class NvmlHealth:
 
     def close(self) -> None:
         """Stop the event thread and release NVML."""
-        self._stop.set()
+        self._stop.set()  # and no new event thread
         if self._watcher is not None:
-            self._watcher.join(timeout=3)
+            self._watcher.stop()
         if self._adapter is not None:
             self._adapter.close()
