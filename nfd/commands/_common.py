@@ -39,12 +39,13 @@ def worker_config(path: str | None, *, warn: Callable[[str], None]) -> WorkerCon
     """The worker config file's settings (defaults without one); unknown keys are passed
     to ``warn``."""
     from nfd.cli import CliError
-    from nfd.config import ConfigError, WorkerConfig, load_worker_config
+    from nfd.config import WorkerConfig
+    from nfd.settings import ConfigError, load_model
 
     if not path:
         return WorkerConfig()
     try:
-        config, warnings = load_worker_config(path)
+        config, warnings = load_model(path, WorkerConfig)
     except ConfigError as e:
         raise CliError(str(e)) from None
     for w in warnings:

@@ -52,8 +52,9 @@ from pydantic.functional_validators import ModelWrapValidatorHandler
 
 from nfd.devices.cdi import CDI_VERSION, CDI_VERSIONS
 from nfd.devices.kinds import DeviceKind, KindRegistry, default_kinds
-from nfd.devices.model import ConfigError, DeviceNode, Mount
+from nfd.devices.model import DeviceNode, Mount
 from nfd.policy import dns_subdomain_error, qualified_name_error
+from nfd.settings import ConfigError, load_file
 from nfd.validation import NestedError, error_line
 
 DEVICE_PLUGIN: Final = "devicePlugin"
@@ -370,9 +371,7 @@ class PluginConfig(_Model):
 
 def load_config(path: str | Path, kinds: KindRegistry | None = None) -> PluginConfig:
     """Raises ConfigError, one line that names the file once (and the key)."""
-    from nfd.config import load_config_file
-
-    config, _ = load_config_file(path, lambda data, _w: parse_config(data, kinds), error=ConfigError)
+    config, _ = load_file(path, lambda data, _w: parse_config(data, kinds))
     return config
 
 

@@ -14,10 +14,6 @@ UNHEALTHY = "Unhealthy"
 MAX_ID_LEN = 63  # kubelet's limit on a device ID
 
 
-class ConfigError(ValueError):
-    """The device-plugin config is wrong; the message starts with the offending key."""
-
-
 class Gone(str):
     """A health reason saying the device left the host (unplugged, gone from sysfs), not
     merely that it is unusable now: DRA withdraws such a device from its slice rather

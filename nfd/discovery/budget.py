@@ -17,7 +17,7 @@ NFD = frozenset(
     {
         "nfd", "nfd.cli", "nfd.commands", "nfd.commands._common", "nfd.commands.discover",
         "nfd.discovery", "nfd.discovery.onepass", "nfd.config", "nfd.features", "nfd.hostroot", "nfd.hostfiles",
-        "nfd.record", "nfd.lazylog", "nfd.chars", "nfd.labels", "nfd.policy", "nfd.decision", "nfd.sources",
+        "nfd.record", "nfd.lazylog", "nfd.chars", "nfd.settings", "nfd.labels", "nfd.policy", "nfd.decision", "nfd.sources",
     }
 )  # fmt: skip
 NFD_PACKAGES = ("nfd.sources.",)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from nfd.settings import ConfigError
+
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
@@ -30,10 +32,6 @@ class ApiError(Exception):
         super().__init__(f"{status}: {message}")
         self.status = status
         self.message = message
-
-
-class ConfigError(Exception):
-    pass
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from nfd.config import ConfigError, CoreConfig, KernelConfig, SourcesConfig, from_mapping
+from nfd.config import CoreConfig, KernelConfig, SourcesConfig
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.policy import Policy
 from nfd.record import FrozenInstanceError, Record, field, field_metadata, record_fields, replace
+from nfd.settings import ConfigError, from_mapping
 
 
 class Point(Record, frozen=True):

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nfd.devices.config import DEFAULT_DRIVER_NAME, extended_resource_error, parse_config
-from nfd.devices.model import ConfigError
+from nfd.settings import ConfigError
 
 
 def err(data: Any) -> str:

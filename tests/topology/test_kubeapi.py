@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nfd.topology.kubeapi import ApiError, ConfigError, KubeApi, from_kubeconfig, in_cluster, path
+from nfd.settings import ConfigError
+from nfd.topology.kubeapi import ApiError, KubeApi, from_kubeconfig, in_cluster, path
 from tests.fakeapi import FakeApiServer
 
 
