@@ -104,19 +104,18 @@ def from_mapping(cls: type[T], data: Any, *, warnings: list[str], where: str = "
     return _build(cls, kwargs, where)
 
 
-def from_environment(
-    cls: type[T], prefix: str, environ: Mapping[str, str], *, known: frozenset[str] = frozenset()
-) -> T:
+def from_environment(cls: type[T], prefix: str, environ: Mapping[str, str]) -> T:
     """A model of groups from ``<PREFIX><GROUP>__<FIELD>`` variables (field names in
-    upper case: ``NFD_MASTER_KUBE__QPS``); a list is JSON (``["a.example.com"]``).
-    Variables named in ``known`` are someone else's and left alone. Raises ConfigError
-    naming every variable at fault, on one line."""
+    upper case: ``NFD_MASTER_KUBE__QPS``); a list is JSON (``["a.example.com"]``), a
+    switch true/false (1/0, yes/no, on/off). A group whose field says
+    ``metadata={"env": False}`` is not read from here. Raises ConfigError naming every
+    variable at fault, on one line."""
     defaults = cls()
     groups: dict[str, Any] = {}
     errors: list[str] = []
     fields = model_fields(cls)
     for var in sorted(environ):
-        if not var.startswith(prefix) or var in known:
+        if not var.startswith(prefix):
             continue
         group, sep, key = var[len(prefix) :].lower().partition("__")
         if group not in fields or fields[group].get("env") is False:

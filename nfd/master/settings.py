@@ -195,14 +195,15 @@ class MasterSettings:
         """Read ``nfd-master.conf`` into these settings (the keys it has); returns
         warnings about keys it does not know. Raises ConfigError naming the file and the
         key."""
-        given: list[str] = []
+        data_of: dict[str, Any] = {}
 
         def build(data: Any, warnings: list[str]) -> MasterConfigFile:
             conf = from_mapping(MasterConfigFile, data, warnings=warnings)
-            given.extend(str(k) for k in (data or {}))  # a mapping: from_mapping said so
+            data_of.update({str(k): v for k, v in (data or {}).items()})  # a mapping: from_mapping said so
             return conf
 
         conf, warnings = load_file(path, build)
+        given = set(data_of)
         self.labeling = WorkerConfig(core=conf.core, sources=conf.sources)
         if "extraLabelNs" in given:
             self.policy.extra_label_ns += conf.extra_label_ns
@@ -218,6 +219,15 @@ class MasterSettings:
             self.kube.resync_period_s = conf.resync_period or KubeSettings.resync_period_s
         if "nfdApiParallelism" in given:
             self.kube.parallelism = conf.nfd_api_parallelism
+        if "informerPageSize" in given:
+            self.kube.list_page_size = conf.informer_page_size
+        election = data_of.get("leaderElection") or {}  # a mapping: from_mapping said so
+        if "leaseDuration" in election:
+            self.leader.lease_duration_s = conf.leader_election.lease_duration
+        if "renewDeadline" in election:
+            self.leader.renew_deadline_s = conf.leader_election.renew_deadline
+        if "retryPeriod" in election:
+            self.leader.retry_period_s = conf.leader_election.retry_period
         return warnings
 
 
@@ -234,6 +244,17 @@ class MasterConfigFile:
     enable_taints: bool = False
     resync_period: float = 3600.0  # 0: the default, as upstream
     nfd_api_parallelism: int = field(default=64, metadata={"ge": 1})
+    informer_page_size: int = field(default=500, metadata={"ge": 1})
+    leader_election: LeaderElectionConfig = field(default_factory=lambda: LeaderElectionConfig())
     klog: Any = field(default=None, metadata={"raw": True})  # upstream's logging options: unused
     core: CoreConfig = field(default_factory=CoreConfig)
     sources: SourcesConfig = field(default_factory=SourcesConfig)
+
+
+@dataclass(frozen=True)
+class LeaderElectionConfig:
+    """``leaderElection`` in ``nfd-master.conf``: upstream's durations."""
+
+    lease_duration: float = field(default=15.0, metadata={"gt": 0})
+    renew_deadline: float = field(default=10.0, metadata={"gt": 0})
+    retry_period: float = field(default=2.0, metadata={"gt": 0})
