@@ -1,9 +1,11 @@
 """The one settings mechanism of nfd's binaries: the worker's config, the master's config
-file and environment, the device config, the topology updater's. A model is a set of
-value classes (frozen dataclasses, or records on ``nfd discover``'s start-up path)
-whose fields are the keys; this module reads it from a YAML file (through
-:mod:`nfd.yamlfile`) or from the environment, and every value that cannot be used is
-one :class:`ConfigError` naming the file (or variable) and the key path::
+file and environment, the topology updater's config, and the loader and error of the
+device config (whose checks are pydantic models of their own, see
+:mod:`nfd.devices.config`). A model is a set of value classes (dataclasses, or records
+on ``nfd discover``'s start-up path) whose fields are the keys; this module reads it
+from a YAML file (through :mod:`nfd.yamlfile`) or from the environment, and every value
+that cannot be used is one :class:`ConfigError` naming the file (or variable) and the
+key path::
 
     config file /etc/nfd/nfd-worker.conf: core.sleepInterval: 'soon' is not a duration ...
 
