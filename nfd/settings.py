@@ -1,9 +1,7 @@
 """The one settings mechanism of nfd's binaries: the worker's config, the master's config
-file and environment, the topology updater's config, and the loader and error of the
-device config (whose checks are pydantic models of their own, see
-:mod:`nfd.devices.config`). A model is a set of value classes (dataclasses, or records
-on ``nfd discover``'s start-up path) whose fields are the keys; this module reads it
-from a YAML file (through :mod:`nfd.yamlfile`) or from the environment, and every value
+file and environment, the device config, the topology updater's config. A model is a set of value classes
+(dataclasses, or records on ``nfd discover``'s start-up path) whose fields are the keys;
+this module reads it from a YAML file (through :mod:`nfd.yamlfile`) or from the environment, and every value
 that cannot be used is one :class:`ConfigError` naming the file (or variable) and the
 key path::
 
@@ -14,8 +12,14 @@ says more about one:
 
 - ``key``: the key when it is not the camelCase of the name (``labelWhiteList``);
 - ``raw``: a list (or any value) taken as it is, for a model of its own downstream;
-- ``gt``, ``ge``: the least number allowed (exclusive, inclusive);
-- ``type``: the type of a field whose default is None (``pathlib.Path``).
+- ``gt``, ``ge``, ``le``: the least number allowed (exclusive, inclusive), the most;
+- ``type``: the type of a field whose default is None (``pathlib.Path``);
+- ``parse``: ``parse(value, where)`` makes the field's value (a shorthand, a union, a
+  list of models), raising ConfigError naming ``where`` or a key below it;
+- ``internal``: not a key (set by the code that builds the model).
+
+A field without a default is required. A model whose class says
+``__unknown_keys__ = "error"`` refuses keys it does not know.
 
 Otherwise each value is converted to what the field's default is: a string, true/false,
 a whole number, a number of seconds (a Go duration such as ``90s`` in a file), a list of
@@ -87,23 +91,47 @@ def from_mapping(cls: type[T], data: Any, *, warnings: list[str], where: str = "
     from collections.abc import Mapping  # only when a config file is loaded
 
     if data is None:
-        return cls()
+        data = {}
     if not isinstance(data, Mapping):
         raise ConfigError(f"expected a mapping, got {type(data).__name__}", where or "the file")
-    defaults = cls()
+    defaults = _defaults(cls)
     fields = model_fields(cls)
-    known = {meta.get("key", _camel(name)): name for name, meta in fields.items()}
+    known = {meta.get("key", _camel(name)): name for name, meta in fields.items() if not meta.get("internal")}
+    strict = getattr(cls, "__unknown_keys__", "warn") == "error"
+    for key_, field_ in known.items():
+        if field_ not in defaults and key_ not in data:
+            raise ConfigError("required", f"{where}.{key_}" if where else key_)
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
-        name = known.get(str(key))
+        name = known.get(key) if isinstance(key, str) else None
+        if name is None and strict:
+            if not isinstance(key, str):  # YAML's 1: or null: where a name belongs
+                raise ConfigError(f"the key {key!r} is not a string", where)
+            raise ConfigError("unknown key", f"{where}.{key_name(key)}" if where else key_name(key))
         if name is None:
             warnings.append(
                 f"{where}: unknown key {key!r} ignored" if where else f"unknown key {key!r} ignored"
             )
             continue
         path = f"{where}.{key}" if where else str(key)
-        kwargs[name] = convert(cls, name, getattr(defaults, name), value, warnings, path)
+        kwargs[name] = convert(cls, name, defaults.get(name), value, warnings, path)
     return _build(cls, kwargs, where)
+
+
+def _defaults(cls: type[Any]) -> dict[str, Any]:
+    """Each field's default (made by its factory), required ones left out."""
+    if not hasattr(cls, "__dataclass_fields__"):
+        defaults = cls()  # a record: every field has a default
+        return {name: getattr(defaults, name) for name in model_fields(cls)}
+    import dataclasses
+
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
 
 
 def from_environment(cls: type[T], prefix: str, environ: Mapping[str, str]) -> T:
@@ -157,6 +185,14 @@ def model_fields(cls: type[Any]) -> dict[str, Mapping[str, Any]]:
     return {name: field_metadata(cls, name) for name in record_fields(cls)}
 
 
+def key_name(key: object) -> str:
+    """A key in a key path: as it is when a plain name, quoted otherwise (an empty key,
+    blanks, a dot that would read as a path, a newline that would break the line)."""
+    text = str(key)
+    plain = text != "" and all(c.isalnum() or c in "_-/" for c in text)
+    return text if plain or not isinstance(key, str) else repr(key)
+
+
 def _is_model(value: object) -> bool:
     t = type(value)
     return hasattr(t, "__dataclass_fields__") or isinstance(getattr(t, "_fields", None), tuple)
@@ -181,6 +217,10 @@ def _camel(name: str) -> str:
 def convert(cls: type[Any], name: str, default: Any, value: Any, warnings: list[str], where: str) -> Any:
     """The value of field ``name`` of ``cls`` (whose default is ``default``)."""
     meta = model_fields(cls)[name]
+    if "parse" in meta:
+        parsed = meta["parse"](value, where)
+        _bounds(meta, parsed, where)
+        return parsed
     if meta.get("raw"):
         if isinstance(default, tuple):
             if value is None:
@@ -195,13 +235,21 @@ def convert(cls: type[Any], name: str, default: Any, value: Any, warnings: list[
         kind = meta.get("type", str)
         return kind(_convert("", value, warnings, where))
     # The bound first: a number below it is that, not a bad duration.
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    out = _convert(default, value, warnings, where) if not number else value
-    if "gt" in meta and not out > meta["gt"]:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        _bounds(meta, value, where)
+        return _convert(default, value, warnings, where)
+    out = _convert(default, value, warnings, where)
+    _bounds(meta, out, where)
+    return out
+
+
+def _bounds(meta: Mapping[str, Any], value: Any, where: str) -> None:
+    if "gt" in meta and not value > meta["gt"]:
         raise ConfigError(f"{_shown(value)}: must be more than {meta['gt']:g}", where)
-    if "ge" in meta and not out >= meta["ge"]:
+    if "ge" in meta and not value >= meta["ge"]:
         raise ConfigError(f"{_shown(value)}: must be at least {meta['ge']:g}", where)
-    return _convert(default, value, warnings, where) if number else out
+    if "le" in meta and not value <= meta["le"]:
+        raise ConfigError(f"{_shown(value)}: must be at most {meta['le']:g}", where)
 
 
 def _convert(default: Any, value: Any, warnings: list[str], where: str) -> Any:

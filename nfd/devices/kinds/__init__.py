@@ -22,8 +22,7 @@ from nfd.chars import shown
 from nfd.devices.model import FoundDevice, Gone
 from nfd.features import Features
 from nfd.hostroot import HostRoot
-from nfd.settings import ConfigError
-from nfd.validation import key_name
+from nfd.settings import ConfigError, key_name
 
 
 @runtime_checkable
