@@ -8,13 +8,16 @@ the fake API server over real HTTP, and a kubelet stand-in over real unix socket
   health poll and no udev;
 - the pool for a node with ``--devices`` PCI devices: slices, bytes as stored, and the
   writes for the first publish, for an unchanged re-sync, and for one health change;
-- NodePrepareResources latency (one claim per call, one device, CDI spec written and
-  fsynced, checkpoint saved) p50/p99, as a ratio to a do-nothing grpcio DRAPlugin that
-  answers every call with a fixed response, timed in interleaved blocks in this run.
+- NodePrepareResources latency (one claim per call, one device: the claim read, the CDI
+  spec written and fsynced, the checkpoint replaced) p50/p99, as a ratio to a do-nothing
+  grpcio DRAPlugin that answers every call with a fixed response, timed in interleaved
+  blocks in this run. The claim's status.devices is written after the answer, on the
+  driver's status thread.
 
 CDI specs go to a tmpfs directory when /dev/shm exists, as /var/run/cdi is on a node; the
-checkpoint goes to the disk under /tmp, as /var/lib/kubelet does. Both are fsynced: on
-this machine's disk one fsync takes several milliseconds, most of a prepare's time.
+checkpoint goes to the disk under /tmp, as /var/lib/kubelet does. The checkpoint is not
+fsynced (see nfd/dra/checkpoint.py): on this machine's disk one fsync takes several
+milliseconds, which the last lines show for comparison.
 The fake API server shares this process (and its GIL) with the driver, so API latencies
 here are higher than against a real API server.
 """
@@ -156,9 +159,9 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
     shm = Path("/dev/shm")
     cdi_dir = Path(tempfile.mkdtemp(prefix="nfddra-cdi-", dir=shm)) if shm.is_dir() else tmp / "cdi"
     with FakeApiServer() as fake:
-        client = fake.api_client()
+        client = fake.transport()
         driver = DraDriver(
-            states, inventory, api_client=client, driver=DRIVER, node=NODE,
+            states, inventory, api=client, driver=DRIVER, node=NODE,
             plugin_dir=str(tmp / "plugin"), registry_dir=str(registry), cdi_dir=str(cdi_dir), use_udev=False,
         )  # fmt: skip
         t0 = time.perf_counter()

@@ -2,24 +2,29 @@
 
 Creates ``--nodes`` Node objects without kubelets (label ``bench.nfd.node.kubernetes.io/
 run=<id>``, taint ``bench.nfd.node.kubernetes.io/fake:NoSchedule`` so nothing schedules
-there), then:
+there; created as the node lifecycle controller would mark them unreachable, so that it
+does not write them during a pass), waits until they are quiet, then ``--rounds`` rounds
+of two timed passes, which one first alternating from round to round:
 
-1. nfd: starts ``nfd master`` on loopback (``--no-auth --no-tls``, the kubeconfig given,
-   the rules of bench/data; no NodeFeature, NodeFeatureRule or NodeFeatureGroup objects
-   read or written, so a cluster's own nfd install is left alone), sends every node's
-   features once (as bench/master_bench.py does) and times empty -> all labelled; counts
-   the 429s the master got, its CPU seconds and RSS.
-2. The baseline: a Python loop of merge PATCHes of the same labels (taken from what nfd
-   wrote), over persistent connections, with 8, 16, 32 and 64 in flight (``--inflight``);
-   each pass starts from Nodes without those labels (removed, untimed, in between). The
-   best pass is the baseline.
+- nfd: starts ``nfd master`` on loopback (``--no-auth --no-tls``, the kubeconfig given,
+  the rules of bench/data; no NodeFeature, NodeFeatureRule or NodeFeatureGroup objects
+  read or written, so a cluster's own nfd install is left alone), sends every node's
+  features once (as bench/master_bench.py does) and times empty -> all labelled; counts
+  the 429s the master got, its CPU seconds and RSS.
+- the baseline: a Python loop of merge PATCHes of the same labels and tracking
+  annotation (taken from what nfd wrote), over persistent connections, ``--inflight`` at
+  a time: by default the master's ceiling (``--parallelism``, 64), the most the master
+  may have in flight, so that both sides may load the server alike.
 
-Prints nfd's rate, the baseline's, their ratio. Every Node it created is deleted at the
-end, also on failure, Ctrl-C or SIGTERM. The other processes on the machine count: the
-API server, etcd and the master share its CPUs, so run it twice and compare.
+Before each pass every Node is brought back to without the labels and nfd's annotations
+(untimed), then ``--settle`` seconds of quiet, so that the API server's and etcd's work
+after one pass (compaction, cache and garbage collection) is not charged to the next.
+Prints each pass, each round's ratio (nfd / baseline) and their median. Every Node it
+created is deleted at the end, also on failure, Ctrl-C or SIGTERM. The other processes
+on the machine count: the API server, etcd and the master share its CPUs.
 
-Usage: python bench/master_realcluster_bench.py --kubeconfig FILE [--nodes 2000]
-       [--inflight 8,16,32,64] [--parallelism N] [--delete-stale]
+Usage: python bench/master_realcluster_bench.py --kubeconfig FILE [--nodes 2000] [--rounds 3]
+       [--settle 15] [--inflight N] [--parallelism N] [--delete-stale]
 """
 
 from __future__ import annotations
@@ -138,11 +143,31 @@ def parallel(fn: Callable[[str], None], names: list[str], inflight: int) -> floa
 
 
 def create_nodes(api: Api, run: str, names: list[str]) -> None:
+    """Nodes created as the node lifecycle controller would leave a kubelet-less Node
+    (conditions Unknown, the unreachable taints), so that it has nothing to write: at
+    its default 20 requests a second it would otherwise write each Node twice over the
+    next minutes (1,000 s at 10,000 Nodes), under whichever pass runs then."""
+    unknown = [
+        {
+            "type": t,
+            "status": "Unknown",
+            "reason": "NodeStatusNeverUpdated",
+            "message": "bench Node, no kubelet",
+        }
+        for t in ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
+    ]
+    taints = [
+        {"key": TAINT, "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"},
+    ]
+
     def create(name: str) -> None:
         api.request("POST", "/api/v1/nodes", {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {RUN_LABEL: run, "kubernetes.io/hostname": name}},
-            "spec": {"taints": [{"key": TAINT, "effect": "NoSchedule"}]},
+            "spec": {"taints": taints},
+            "status": {"conditions": unknown},
         })  # fmt: skip
 
     parallel(create, names, 32)
@@ -240,22 +265,58 @@ def run_nfd(
     if len(done) != len(names):
         raise SystemExit(f"nfd labelled {len(done)} of {len(names)} Nodes")
     meta = nodes[0]["metadata"]
-    out["labels"] = {k: meta["labels"][k] for k in parse_names(meta["annotations"][FEATURE_LABELS_ANN])}
+    out["tracking"] = meta["annotations"][FEATURE_LABELS_ANN]
+    out["labels"] = {k: meta["labels"][k] for k in parse_names(out["tracking"])}
     return out
 
 
-def run_baseline(
-    api: Api, names: list[str], labels: dict[str, str], inflight: int, k: int
-) -> tuple[float, int]:
-    """Seconds to set ``labels`` on every Node (merge PATCH), ``inflight`` at a time,
-    from Nodes without them; and the 429s it got."""
-    strip = {"metadata": {"labels": dict.fromkeys(labels)}}
+NFD_KEYS = ("feature-labels", "feature-annotations", "extended-resources", "taints")
+
+
+def strip(api: Api, names: list[str], labels: dict[str, str]) -> None:
+    """Untimed: every Node back to without the bench's labels and nfd's annotations, so
+    that each pass, nfd's or the baseline's, writes the same to the same Nodes."""
+    body = {"metadata": {
+        "labels": dict.fromkeys([*labels, PASS_LABEL]),
+        "annotations": dict.fromkeys(f"nfd.node.kubernetes.io/{k}" for k in NFD_KEYS),
+    }}  # fmt: skip
     merge = "application/merge-patch+json"
-    parallel(lambda n: api.request("PATCH", f"/api/v1/nodes/{quote(n)}", strip, merge), names, 32)
-    body = {"metadata": {"labels": {**labels, PASS_LABEL: str(k)}}}
+    parallel(lambda n: api.request("PATCH", f"/api/v1/nodes/{quote(n)}", body, merge), names, 32)
+
+
+def run_baseline(
+    api: Api, names: list[str], labels: dict[str, str], tracking: str, inflight: int, k: int
+) -> dict[str, Any]:
+    """Seconds to set ``labels`` (and nfd's tracking annotation, as nfd's write carries
+    it) on every Node by merge PATCH, ``inflight`` at a time; and the 429s it got."""
+    body = {
+        "metadata": {"labels": {**labels, PASS_LABEL: str(k)}, "annotations": {FEATURE_LABELS_ANN: tracking}}
+    }
+    merge = "application/merge-patch+json"
     before = api.throttled
     took = parallel(lambda n: api.request("PATCH", f"/api/v1/nodes/{quote(n)}", body, merge), names, inflight)
-    return took, api.throttled - before
+    return {"seconds": took, "throttled": api.throttled - before}
+
+
+def wait_quiet(api: Api, selector: str, settle: float, timeout: float) -> float:
+    """Seconds until at most 1% of the bench Nodes changed in ``settle`` seconds (the
+    controllers that react to new Nodes are done with them; what remains is a trickle,
+    the NoExecute taints' rate-limited updates), at most ``timeout``."""
+    t0 = time.monotonic()
+    before = {n["metadata"]["name"]: n["metadata"]["resourceVersion"] for n in api.list_nodes(selector)}
+    while time.monotonic() - t0 < timeout:
+        time.sleep(settle)
+        now = {n["metadata"]["name"]: n["metadata"]["resourceVersion"] for n in api.list_nodes(selector)}
+        changed = sum(1 for k, v in now.items() if before.get(k) != v)
+        before = now
+        if changed <= len(now) // 100:
+            break
+    return time.monotonic() - t0
+
+
+def median(xs: list[float]) -> float:
+    s = sorted(xs)
+    return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2
 
 
 def main() -> None:
@@ -267,14 +328,18 @@ def main() -> None:
         required=not os.environ.get("KUBECONFIG"),
     )
     ap.add_argument("--nodes", type=int, default=2000)
-    ap.add_argument("--inflight", default="8,16,32,64", help="the baseline's requests in flight, each a pass")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of one nfd pass and one baseline pass")
+    ap.add_argument(
+        "--inflight", type=int, help="the baseline's requests in flight (default: the master's ceiling, 64)"
+    )
+    ap.add_argument("--settle", type=float, default=15.0, help="seconds of quiet before each timed pass")
     ap.add_argument("--parallelism", type=int, help="the master's --parallelism (default: its own)")
     ap.add_argument(
         "--delete-stale", action="store_true", help=f"first delete Nodes an earlier run left ({RUN_LABEL})"
     )
     a = ap.parse_args()
-    levels = [int(x) for x in a.inflight.split(",") if x]
-    api = Api(a.kubeconfig, max([*levels, 32]))
+    inflight = a.inflight or a.parallelism or 64
+    api = Api(a.kubeconfig, max(inflight, 32))
     if a.delete_stale:
         print(f"stale bench Nodes left: {delete_nodes(api, RUN_LABEL)}")
     run = uuid.uuid4().hex[:8]
@@ -282,22 +347,39 @@ def main() -> None:
     n = len(names)
     try:
         with bench_nodes(api, run, names):
-            print(f"{n} Nodes created ({RUN_LABEL}={run}); load average {os.getloadavg()[0]:.1f}")
-            nfd = run_nfd(api, a.kubeconfig, run, names, a.parallelism)
-            nfd_rate = n / nfd["seconds"]
-            print(f"nfd master: {n} nodes labelled in {nfd['seconds']:.1f} s = {nfd_rate:.0f} nodes/s "
-                  f"(features all sent after {nfd['put_s']:.1f} s), 429s {nfd['throttled']:.0f}, "
-                  f"CPU {nfd['cpu_s']:.1f} s, RSS {nfd['rss_mib']:.0f} MiB (peak {nfd['peak_mib']:.0f} MiB); "
-                  f"writes in flight {nfd['window']}")  # fmt: skip
-            labels = nfd["labels"]
-            best = 0.0, 0
-            for k, inflight in enumerate(levels):
-                took, throttled = run_baseline(api, names, labels, inflight, k)
-                print(f"baseline, {inflight:2d} in flight: {n / took:5.0f} nodes/s ({took:.1f} s, 429s {throttled}; "
-                      f"{len(labels)} labels a PATCH)")  # fmt: skip
-                best = max(best, (n / took, inflight))
-            print(f"nfd {nfd_rate:.0f} nodes/s, baseline {best[0]:.0f} nodes/s (best: {best[1]} in flight): "
-                  f"ratio {nfd_rate / best[0]:.2f}; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+            waited = wait_quiet(api, f"{RUN_LABEL}={run}", a.settle, 300)
+            print(f"{n} Nodes created ({RUN_LABEL}={run}), quiet after {waited:.0f} s more; "
+                  f"load average {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+            labels: dict[str, str] = {}
+            tracking = ""
+            ratios: list[float] = []
+            for r in range(a.rounds):
+                rates: dict[str, float] = {}
+                # Alternate who goes first: the second pass of a round runs on a server
+                # that has just compacted, cached and collected after the first.
+                for side in ("nfd", "baseline") if r % 2 == 0 else ("baseline", "nfd"):
+                    strip(api, names, labels)
+                    time.sleep(a.settle)
+                    load = os.getloadavg()[0]
+                    if side == "nfd":
+                        nfd = run_nfd(api, a.kubeconfig, run, names, a.parallelism)
+                        labels, tracking = nfd["labels"], nfd["tracking"]
+                        rates[side] = n / nfd["seconds"]
+                        print(f"round {r + 1}, nfd master: {n} nodes labelled in {nfd['seconds']:.1f} s = "
+                              f"{rates[side]:.0f} nodes/s (features all sent after {nfd['put_s']:.1f} s), "
+                              f"429s {nfd['throttled']:.0f}, CPU {nfd['cpu_s']:.1f} s, RSS {nfd['rss_mib']:.0f} MiB "
+                              f"(peak {nfd['peak_mib']:.0f} MiB); writes in flight {nfd['window']}; "
+                              f"load average before {load:.1f}", flush=True)  # fmt: skip
+                    else:
+                        b = run_baseline(api, names, labels, tracking, inflight, r)
+                        rates[side] = n / b["seconds"]
+                        print(f"round {r + 1}, baseline: {inflight} in flight, {rates[side]:.0f} nodes/s "
+                              f"({b['seconds']:.1f} s, 429s {b['throttled']}; {len(labels)} labels a PATCH); "
+                              f"load average before {load:.1f}", flush=True)  # fmt: skip
+                ratios.append(rates["nfd"] / rates["baseline"])
+                print(f"round {r + 1}: ratio {ratios[-1]:.2f}", flush=True)
+            print(f"{n} Nodes, {a.rounds} rounds: ratios {' '.join(f'{x:.2f}' for x in ratios)}; "
+                  f"median {median(ratios):.2f}", flush=True)  # fmt: skip
     except KeyboardInterrupt:
         raise SystemExit("interrupted") from None
 

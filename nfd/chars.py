@@ -1,62 +1,7 @@
-"""Character classes of Kubernetes names and label values, checked with ``str`` methods.
-
-Everything on ``nfd discover``'s path uses these instead of :mod:`re`: importing ``re``
-(with the ``enum`` and ``functools`` it brings) was a fifth of the whole process. The
-classes are ASCII only, as Kubernetes' own expressions are.
-"""
+"""Values from host files and users' input, made fit for a one-line message or a
+terminal."""
 
 from __future__ import annotations
-
-ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-LOWER_ALNUM = "abcdefghijklmnopqrstuvwxyz0123456789"
-HEX = "0123456789abcdefABCDEF"
-# Letters, digits, ``-``, ``_`` and ``.``: what a label name part or value may hold.
-NAME_CHARS = ALNUM + "-_."
-
-
-def only(text: str, chars: str) -> bool:
-    """Every character of ``text`` is one of ``chars`` (true for "")."""
-    # strip() removes the allowed characters from both ends in C; anything left over
-    # sits between two allowed runs or is itself not allowed.
-    return not text.strip(chars)
-
-
-def is_name(text: str) -> bool:
-    """A Kubernetes name part or non-empty label value: alphanumeric ends, letters,
-    digits, ``-_.`` between (no length limit: callers check it)."""
-    return bool(text) and text[0] in ALNUM and text[-1] in ALNUM and only(text, NAME_CHARS)
-
-
-def is_label_value(text: str) -> bool:
-    """A valid label value: empty, or a name of at most 63 characters."""
-    return text == "" or (len(text) <= 63 and is_name(text))
-
-
-def is_dns1123_label(text: str) -> bool:
-    """Lower-case letters, digits and ``-``, with alphanumeric ends."""
-    return bool(text) and text[0] in LOWER_ALNUM and text[-1] in LOWER_ALNUM and only(text, LOWER_ALNUM + "-")
-
-
-def keep_only(text: str, chars: str) -> str:
-    """``text`` without the characters that are not in ``chars``."""
-    return text if only(text, chars) else "".join(c for c in text if c in chars)
-
-
-def replace_others(text: str, chars: str, repl: str, *, runs: bool = False) -> str:
-    """``text`` with each character not in ``chars`` replaced by ``repl``; with ``runs``,
-    each run of such characters replaced by one ``repl``."""
-    if only(text, chars):
-        return text
-    out: list[str] = []
-    in_run = False
-    for c in text:
-        if c in chars:
-            out.append(c)
-            in_run = False
-        elif not (runs and in_run):
-            out.append(repl)
-            in_run = True
-    return "".join(out)
 
 
 def printable(text: str) -> str:

@@ -1,30 +1,24 @@
 """The ``nfd`` command. Parses, then hands over to one command module, imported only
-when that command runs, so ``nfd discover`` never loads the master's libraries.
-
-A command module may also offer ``parse_fast(argv) -> dict | None``: the plain spellings
-of its options parsed without argparse (building an argparse parser, with the gettext,
-locale and shutil work it does, is a good part of ``nfd discover``'s start-up). It
-answers None for anything else (help, abbreviations, errors ...), and argparse parses
-as always; tests hold the two equal.
+when that command runs, so the node's commands never load the master's libraries.
 """
 
 from __future__ import annotations
 
+import argparse
+import logging
 import os
 import sys
+from collections.abc import Sequence
+from typing import NoReturn, Protocol
 
 from nfd import __version__
+from nfd.logfmt import JsonFormatter
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
-if TYPE_CHECKING:
-    import argparse
-    from collections.abc import Sequence
-    from typing import NoReturn, Protocol
 
-    class CommandModule(Protocol):
-        def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+class CommandModule(Protocol):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
 
-        def run(self, args: argparse.Namespace) -> int: ...
+    def run(self, args: argparse.Namespace) -> int: ...
 
 
 # command -> (module, one-line help). Each module has add_arguments(parser) and
@@ -56,52 +50,13 @@ def command_module(name: str) -> CommandModule:
     return found
 
 
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LOG_LEVELS = ["debug", "info", "warning", "error"]
 LOG_FORMATS = ["text", "json"]
 
 
-def parse_fast(argv: Sequence[str], command: str | None) -> argparse.Namespace | None:
-    """``argv`` parsed without argparse when every item is a plain spelling of a global
-    option (before the command) or of the command's own options; None otherwise."""
-    if command is None:
-        return None
-    fast = getattr(command_module(command), "parse_fast", None)
-    if fast is None:
-        return None
-    values: dict[str, object] = {
-        "log_level": os.environ.get("NFD_LOG_LEVEL", "warning"),
-        "log_format": os.environ.get("NFD_LOG_FORMAT", "text"),
-    }
-    choices = {"--log-level": LOG_LEVELS, "--log-format": LOG_FORMATS}
-    i = 0
-    while argv[i] != command:
-        opt, eq, value = argv[i].partition("=")
-        if opt not in choices:
-            return None
-        if not eq:
-            i += 1
-            value = argv[i]
-        if value not in choices[opt]:
-            return None
-        values[opt[2:].replace("-", "_")] = value
-        i += 1
-    own = fast(argv[i + 1 :])
-    if own is None:
-        return None
-    ns: argparse.Namespace = _Namespace(command=command, **values, **own)  # type: ignore[assignment]
-    return ns
-
-
-class _Namespace:
-    """What argparse's Namespace is to the commands: attributes from keywords."""
-
-    def __init__(self, **values: object) -> None:
-        self.__dict__.update(values)
-
-
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The whole parser, or one with just ``only``'s arguments filled in (fast path)."""
-    import argparse
+    """The whole parser, or one with just ``only``'s arguments filled in."""
 
     class _Parser(argparse.ArgumentParser):
         def error(self, message: str) -> None:  # type: ignore[override]
@@ -127,17 +82,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def setup_logging(level: str, fmt: str, *, command: str) -> None:
-    """Root logger to stderr. One-shot commands apply it with their first record (``nfd
-    discover`` usually logs nothing, and never imports logging then)."""
-    from nfd.lazylog import configure
-
-    configure(level, fmt, now=command not in ONE_SHOT)
+def setup_logging(level: str, fmt: str) -> None:
+    """One handler on the root logger, writing ``fmt`` ("text" or "json") lines to
+    stderr, at ``level`` (debug, info, warning, error)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
 
 
 # Commands that print and end. Run as a process (not called with an argv, as tests do),
 # they leave without the interpreter's teardown, which frees every module and object one
-# by one: 3-4 ms on a small VM, a tenth of ``nfd discover``'s run. Long-running commands
+# by one: 3-4 ms on a small VM. Long-running commands
 # end normally, so that libraries' exit handlers run.
 ONE_SHOT = frozenset({"discover"})
 
@@ -160,9 +117,7 @@ def exit_at_once(code: int, prog: str) -> NoReturn:
     except OSError as e:
         print(f"{prog}: error: cannot write the output: {e.strerror or e}", file=sys.stderr)
         code = code or 1
-    logging = sys.modules.get("logging")
-    if logging is not None:
-        logging.shutdown()
+    logging.shutdown()
     try:
         sys.stderr.flush()
     except OSError:
@@ -173,8 +128,8 @@ def exit_at_once(code: int, prog: str) -> NoReturn:
 def _run(args_list: list[str], command: str | None) -> int:
     prog = f"nfd {command}" if command else "nfd"
     try:
-        args = parse_fast(args_list, command) or build_parser(only=command).parse_args(args_list)
-        setup_logging(args.log_level, args.log_format, command=args.command)
+        args = build_parser(only=command).parse_args(args_list)
+        setup_logging(args.log_level, args.log_format)
         return command_module(args.command).run(args)
     except CliError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)

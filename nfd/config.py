@@ -2,34 +2,37 @@
 ``nfd-worker.conf``, with upstream's key names and defaults.
 
 A model of :mod:`nfd.settings` (read with ``load_model(path, WorkerConfig)``), declared
-as frozen records (:mod:`nfd.record`: declared and used like frozen dataclasses), not
-pydantic: ``nfd discover`` must start in a few milliseconds, and this module is on its
-path, and the worker must stay small.
+as frozen dataclasses, not pydantic: the worker must stay small.
 
 Adding a group (say ``sources.gpu``): declare it like the others and give the parent a
-field with ``default_factory``; :mod:`nfd.settings` derives the camelCase keys from the
-field names and converts each value to what the field's default is::
+field with ``default_factory``; the loader derives the camelCase keys from the field
+names and converts each value to what the field's default is (str, bool, int,
+float/duration, a tuple of strings, a nested group; ``metadata={"raw": True}`` keeps a
+list's items as they are)::
 
-    class GpuConfig(Record, frozen=True):
+    @dataclass(frozen=True, slots=True)
+    class GpuConfig:
         device_label_fields: tuple[str, ...] = ("vendor", "product")
 
-    class SourcesConfig(Record, frozen=True):
+    @dataclass(frozen=True, slots=True)
+    class SourcesConfig:
         ...
         gpu: GpuConfig = field(default_factory=GpuConfig)
 
-A ``__post_init__`` may check values and raise ConfigError with the key, as with
-dataclasses. The master's settings hold a :class:`WorkerConfig` too (``labeling``).
+A ``__post_init__`` may check values and raise ConfigError, as with dataclasses.
+``field(metadata={"key": "otherName"})`` names a key that is not the camelCase of the
+field. The master's settings hold a :class:`WorkerConfig` too (``labeling``): one
+loader for both.
 """
 
 from __future__ import annotations
 
-from nfd.record import Record, field
-from nfd.settings import ConfigError
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from typing import Any
+from nfd.settings import ConfigError
 
 # Upstream's default cpuid label blacklist: these stay in the raw features.
 DEFAULT_CPUID_BLACKLIST: tuple[str, ...] = (
@@ -41,36 +44,43 @@ DEFAULT_CPUID_BLACKLIST: tuple[str, ...] = (
 DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 
 
-class CpuidConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class CpuidConfig:
     attribute_blacklist: tuple[str, ...] = DEFAULT_CPUID_BLACKLIST
     attribute_whitelist: tuple[str, ...] = ()
 
 
-class CpuConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class CpuConfig:
     cpuid: CpuidConfig = field(default_factory=CpuidConfig)
 
 
-class KernelConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class KernelConfig:
     kconfig_file: str = ""
     config_opts: tuple[str, ...] = ("NO_HZ", "NO_HZ_IDLE", "NO_HZ_FULL", "PREEMPT")
 
 
-class PciConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class PciConfig:
     device_class_whitelist: tuple[str, ...] = ("03", "0b40", "12")
     device_label_fields: tuple[str, ...] = ("class", "vendor")
 
 
-class UsbConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class UsbConfig:
     device_class_whitelist: tuple[str, ...] = ("0e", "ef", "fe", "ff")
     device_label_fields: tuple[str, ...] = ("class", "vendor", "device")
 
 
-class LocalConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class LocalConfig:
     # Relative paths are taken below the host root's /etc when they start with "/etc".
     features_dir: str = DEFAULT_FEATURES_DIR
 
 
-class GpuConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class GpuConfig:
     """``sources.gpu``: NVIDIA labels as NVIDIA's GPU feature discovery writes them."""
 
     # Ask NVML (through nvidia-ml-py); off = PCI/sysfs facts only.
@@ -88,7 +98,8 @@ class GpuConfig(Record, frozen=True):
             raise ConfigError(f"{self.replicas} is less than 1", "replicas")
 
 
-class SourcesConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class SourcesConfig:
     cpu: CpuConfig = field(default_factory=CpuConfig)
     kernel: KernelConfig = field(default_factory=KernelConfig)
     pci: PciConfig = field(default_factory=PciConfig)
@@ -99,7 +110,8 @@ class SourcesConfig(Record, frozen=True):
     custom: tuple[Mapping[str, Any], ...] = field(default=(), metadata={"raw": True})
 
 
-class CoreConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class CoreConfig:
     label_whitelist: str = field(default="", metadata={"key": "labelWhiteList"})
     no_publish: bool = False
     sleep_interval: float = 60.0  # seconds; the file says "60s" as upstream does
@@ -108,8 +120,6 @@ class CoreConfig(Record, frozen=True):
 
     def __post_init__(self) -> None:
         if self.label_whitelist:
-            import re  # only with a whitelist: discovery's path stays free of re
-
             try:
                 re.compile(self.label_whitelist)
             except (re.error, OverflowError, RecursionError) as e:  # a{99999999999}, ((((...
@@ -118,6 +128,7 @@ class CoreConfig(Record, frozen=True):
                 ) from None
 
 
-class WorkerConfig(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
     core: CoreConfig = field(default_factory=CoreConfig)
     sources: SourcesConfig = field(default_factory=SourcesConfig)

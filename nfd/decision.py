@@ -5,6 +5,9 @@ cluster gets."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
 from nfd.features import Features
 from nfd.policy import (
     DEFAULT_POLICY,
@@ -17,9 +20,7 @@ from nfd.policy import (
     qualified_labels,
     qualify,
 )
-from nfd.record import Record, field
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
@@ -31,7 +32,8 @@ TAINTS_DISABLED = "taints are disabled (enable with --enable-taints)"
 SERVED_BY_DEVICE_PLUGIN = "served by a device plugin or DRA on this node; left to kubelet"
 
 
-class Taint(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class Taint:
     """A Node taint as a rule writes it (the key is never prefixed)."""
 
     key: str
@@ -43,7 +45,10 @@ class Taint(Record, frozen=True):
         return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
 
 
-class Decision(Record, frozen=True):
+# No slots: the master interns decisions in a WeakValueDictionary and caches derived
+# encodings in their __dict__.
+@dataclass(frozen=True)
+class Decision:
     """What one node should carry, names qualified. Rejected items never reach the API
     server."""
 

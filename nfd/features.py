@@ -11,13 +11,11 @@ of attribute maps). Serialised in upstream's JSON shape::
 
 from __future__ import annotations
 
-from nfd.record import Record, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
-    from typing import Any
-
     from nfd.canonical import GroupCache
 
 Labels = dict[str, str]
@@ -38,23 +36,11 @@ class NullAttributes(dict[str, str]):
     """An attribute feature whose ``elements`` were null: see NullFlags."""
 
 
-class Features(Record):
+@dataclass(slots=True)
+class Features:
     flags: dict[str, set[str]] = field(default_factory=dict)
     attributes: dict[str, dict[str, str]] = field(default_factory=dict)
     instances: dict[str, list[Instance]] = field(default_factory=dict)
-
-    def __init__(
-        self,
-        flags: dict[str, set[str]] | None = None,
-        attributes: dict[str, dict[str, str]] | None = None,
-        instances: dict[str, list[Instance]] | None = None,
-    ) -> None:
-        # Written out rather than Record's generic __init__: every source builds one or
-        # more per pass.
-        d = self.__dict__
-        d["flags"] = {} if flags is None else flags
-        d["attributes"] = {} if attributes is None else attributes
-        d["instances"] = {} if instances is None else instances
 
     # -- building -------------------------------------------------------------------
     def set_flags(self, name: str, names: Iterable[str]) -> None:
@@ -122,8 +108,6 @@ class Features(Record):
 
     @classmethod
     def from_dict(cls, data: Any) -> Features:
-        from collections.abc import Mapping  # here: discovery never parses features
-
         if not isinstance(data, Mapping):
             raise FeatureFormatError("features: expected an object")
         unknown = set(data) - {"flags", "attributes", "instances"}

@@ -18,17 +18,17 @@ the path and the reader answers None. In particular:
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat
+from typing import TYPE_CHECKING
 
 from nfd.chars import printable
-from nfd.lazylog import get_logger
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-log = get_logger("nfd.sources")
+log = logging.getLogger(__name__)
 
 PAGE = 8192
 """A sysfs attribute is at most a page by the kernel's contract."""

@@ -12,10 +12,9 @@ about a quarter of its run, and sources only join names and hand the result to `
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING
 
-from nfd.record import Record, record_fields, replace
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -72,7 +71,8 @@ _PARTS: dict[str, str] = {
 _PARTS_DEEPEST_FIRST = tuple(sorted(((k, "/" + v) for k, v in _PARTS.items()), key=lambda kv: -len(kv[1])))
 
 
-class HostRoot(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class HostRoot:
     sys: HostPath = HostPath("/sys")
     proc: HostPath = HostPath("/proc")
     etc: HostPath = HostPath("/etc")
@@ -85,10 +85,10 @@ class HostRoot(Record, frozen=True):
 
     def __post_init__(self) -> None:
         # Callers may pass Paths or plain strings; every part is kept as a HostPath.
-        for name in record_fields(self):
-            value = getattr(self, name)
+        for f in fields(self):
+            value = getattr(self, f.name)
             if type(value) is not HostPath:
-                object.__setattr__(self, name, host_path(value))
+                object.__setattr__(self, f.name, host_path(value))
 
     @classmethod
     def under(cls, root: str | os.PathLike[str]) -> HostRoot:
@@ -115,7 +115,7 @@ class HostRoot(Record, frozen=True):
             host = cls()
         overrides = {
             name: host_path(env[var])
-            for name in record_fields(cls)
+            for name in (f.name for f in fields(cls))
             if (var := "NFD_HOST_" + name.upper()) in env and env[var]
         }
         return replace(host, **overrides) if overrides else host
@@ -189,4 +189,4 @@ class HostRoot(Record, frozen=True):
         return None
 
     def describe(self) -> dict[str, str]:
-        return {name: str(getattr(self, name)) for name in record_fields(self)}
+        return {f.name: str(getattr(self, f.name)) for f in fields(self)}

@@ -3,19 +3,21 @@ come here, so a node gets the same labels whoever computes them."""
 
 from __future__ import annotations
 
+import logging
+import re
+from typing import TYPE_CHECKING
+
 from nfd.config import WorkerConfig
 from nfd.decision import Decision, decide
 from nfd.features import Features, Labels
-from nfd.lazylog import get_logger
 from nfd.policy import DEFAULT_POLICY, Policy
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from nfd.sources import FeatureSource
 
-log = get_logger(__name__)
+log = logging.getLogger(__name__)
 
 # Sources whose label names are used as they are, without "<source>-" in front.
 _UNMANGLED = frozenset({"local", "custom"})
@@ -29,8 +31,6 @@ def source_labels(
     function fails is reported and skipped: it never drops the other sources' labels."""
     whitelist = None
     if config.core.label_whitelist:
-        import re  # only with a whitelist: discovery's path stays free of re
-
         whitelist = re.compile(config.core.label_whitelist)
     out: Labels = {}
     errors: dict[str, str] = {}

@@ -7,12 +7,11 @@ everything a node would carry.
 
 from __future__ import annotations
 
-from nfd.chars import is_dns1123_label, is_name
-from nfd.record import Record, field
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
-    import re
     from collections.abc import Iterable, Mapping
     from decimal import Decimal
 
@@ -32,8 +31,15 @@ _OTHER_ALLOWED = (FEATURE_NS,)  # annotations, extended resources, taints
 
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
+# Kubernetes' own expressions (ASCII only, as there): a name part or a non-empty label
+# value, and one dot-separated part of a DNS-1123 subdomain. Length limits are checked
+# apart, so that each error says which rule a name breaks.
+_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
-class Policy(Record, frozen=True):
+
+@dataclass(frozen=True, slots=True)
+class Policy:
     """The master's publishing policy (``--extra-label-ns``, ``--deny-label-ns``,
     ``--label-whitelist``, ``--enable-taints``)."""
 
@@ -55,8 +61,6 @@ class Policy(Record, frozen=True):
         """Raises ValueError for a whitelist that is not a valid regular expression."""
         wl = None
         if label_whitelist:
-            import re  # only with a whitelist: discovery's path stays free of re
-
             try:
                 wl = re.compile(label_whitelist)
             except (re.error, OverflowError, RecursionError) as e:  # a{99999999999}, ((((...
@@ -142,7 +146,7 @@ def qualified_name_error(name: str) -> str | None:
         return f"{name!r}: name part must not be empty"
     if len(base) > 63:
         return f"{name!r}: name part must be no more than 63 characters"
-    if not is_name(base):
+    if not _NAME.fullmatch(base):
         return f"{name!r}: name part must consist of alphanumerics, '-', '_' or '.', and start and end with an alphanumeric"
     if sep:
         err = dns_subdomain_error(ns)
@@ -156,7 +160,7 @@ def dns_subdomain_error(ns: str) -> str | None:
         return "must not be empty"
     if len(ns) > 253:
         return "must be no more than 253 characters"
-    if not all(is_dns1123_label(p) for p in ns.split(".")):
+    if not all(_DNS1123_LABEL.fullmatch(p) for p in ns.split(".")):
         return f"{ns!r} must be a lowercase RFC 1123 subdomain"
     return None
 
@@ -166,7 +170,7 @@ def label_value_error(value: str) -> str | None:
         return None
     if len(value) > 63:
         return f"value {value[:20]!r}... must be no more than 63 characters"
-    if not is_name(value):
+    if not _NAME.fullmatch(value):
         return f"value {value!r} must consist of alphanumerics, '-', '_' or '.', and start and end with an alphanumeric"
     return None
 
@@ -248,8 +252,7 @@ def check_taint(key: str, value: str, effect: str, policy: Policy = DEFAULT_POLI
 
 # -- Kubernetes quantities -------------------------------------------------------------
 
-# Compiled on first use (re caches it): discovery never parses a quantity.
-_QUANTITY = r"^([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE]|)$"
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE]|)$")
 # Suffix -> (base, exponent); decimal is imported on first use, as only rule output
 # with extended resources needs it.
 _SUFFIX: dict[str, tuple[int, int]] = {
@@ -261,9 +264,7 @@ _SUFFIX: dict[str, tuple[int, int]] = {
 
 def parse_quantity(text: str) -> Decimal:
     """A Kubernetes resource quantity (``4``, ``100m``, ``1Gi``, ``1e3``) as a number."""
-    import re
-
-    m = re.match(_QUANTITY, text.strip()) if isinstance(text, str) else None
+    m = _QUANTITY.match(text.strip()) if isinstance(text, str) else None
     if not m or text.strip() != text:
         raise ValueError(f"{text!r} is not a valid quantity")
     from decimal import Decimal, InvalidOperation
@@ -284,9 +285,7 @@ def scaled_quantity(text: str, scale: int = 1) -> int:
     (``scaled_quantity("250m", 1000)`` is 250 milli-CPUs, ``scaled_quantity("1Gi")`` bytes).
     Integer arithmetic: no ``decimal`` (a megabyte of RSS) in the per-node agents that
     read pod requests. Raises ValueError, also for exponents past 10**30."""
-    import re
-
-    m = re.match(_QUANTITY, text.strip()) if isinstance(text, str) else None
+    m = _QUANTITY.match(text.strip()) if isinstance(text, str) else None
     if not m or text.strip() != text:
         raise ValueError(f"{text!r} is not a valid quantity")
     num, suffix = m.groups()

@@ -1,6 +1,6 @@
 """The one settings mechanism of nfd's binaries: the worker's config, the master's config
 file and environment, the device config, the topology updater's config. A model is a set of value classes
-(dataclasses, or records on ``nfd discover``'s start-up path) whose fields are the keys;
+(dataclasses) whose fields are the keys;
 this module reads it from a YAML file (through :mod:`nfd.yamlfile`) or from the environment, and every value
 that cannot be used is one :class:`ConfigError` naming the file (or variable) and the
 key path::
@@ -29,13 +29,12 @@ key relative to the group (``migStrategy: ...``); the loader puts the group's pa
 front. Keys the model does not know are warnings (upstream's files carry keys such as
 ``klog`` that mean nothing here).
 
-Nothing is imported at module level: ``nfd discover`` imports this module for
-:class:`ConfigError` and must start in milliseconds.
 """
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     import os
     from collections.abc import Callable, Mapping
@@ -120,9 +119,6 @@ def from_mapping(cls: type[T], data: Any, *, warnings: list[str], where: str = "
 
 def _defaults(cls: type[Any]) -> dict[str, Any]:
     """Each field's default (made by its factory), required ones left out."""
-    if not hasattr(cls, "__dataclass_fields__"):
-        defaults = cls()  # a record: every field has a default
-        return {name: getattr(defaults, name) for name in model_fields(cls)}
     import dataclasses
 
     out: dict[str, Any] = {}
@@ -176,13 +172,9 @@ def from_environment(cls: type[T], prefix: str, environ: Mapping[str, str]) -> T
 
 def model_fields(cls: type[Any]) -> dict[str, Mapping[str, Any]]:
     """A model's fields in order, each with its metadata."""
-    if hasattr(cls, "__dataclass_fields__"):
-        import dataclasses  # already loaded: cls is a dataclass
+    import dataclasses
 
-        return {f.name: f.metadata for f in dataclasses.fields(cls)}
-    from nfd.record import field_metadata, record_fields
-
-    return {name: field_metadata(cls, name) for name in record_fields(cls)}
+    return {f.name: f.metadata for f in dataclasses.fields(cls)}
 
 
 def key_name(key: object) -> str:
@@ -194,8 +186,9 @@ def key_name(key: object) -> str:
 
 
 def _is_model(value: object) -> bool:
-    t = type(value)
-    return hasattr(t, "__dataclass_fields__") or isinstance(getattr(t, "_fields", None), tuple)
+    import dataclasses
+
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
 
 
 def _build(cls: type[T], kwargs: dict[str, Any], where: str) -> T:

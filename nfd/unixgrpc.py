@@ -4,8 +4,10 @@ its directory when it restarts, and a re-created directory loses them all."""
 
 from __future__ import annotations
 
+import errno
 import os
-from collections.abc import Callable
+import socket
+from collections.abc import Callable, Iterable
 
 import grpc
 
@@ -81,9 +83,12 @@ class SocketServer:
         except OSError:
             return False
 
-    def stop(self) -> None:
+    def stop(self, grace: float | None = None) -> None:
+        """Stop listening; calls under way get ``grace`` seconds to end (None: none)."""
         if self._server is not None:
-            self._server.stop(grace=None)
+            stopped = self._server.stop(grace=grace)
+            if grace is not None:
+                stopped.wait(grace + 1)
         if self._pool is not None:
             self._pool.shutdown(wait=False)  # idle threads end now, busy ones after their call
         if self._id is not None:
@@ -93,3 +98,23 @@ class SocketServer:
             except OSError:
                 pass
         self._server, self._pool, self._id = None, None, None
+
+
+def remove_stale(paths: Iterable[str]) -> list[str]:
+    """Remove the socket files nobody listens on any more (left by a process killed
+    without its clean-up); a socket another process serves stays. Returns those removed."""
+    removed = []
+    for path in paths:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            try:
+                s.connect(path)
+                continue
+            except OSError as e:
+                if e.errno != errno.ECONNREFUSED:
+                    continue  # gone already, or not a socket: not ours to judge
+        try:
+            os.unlink(path)
+            removed.append(path)
+        except OSError:
+            pass
+    return removed

@@ -29,7 +29,7 @@ if _pkg is None or str(TESTS) not in list(getattr(_pkg, "__path__", [])):
     _pkg.__path__ = [str(TESTS)]
     sys.modules["tests"] = _pkg
 
-from tests.fakeapi.fixtures import core_v1, fake_api, fake_api_client  # noqa: E402
+from tests.fakeapi.fixtures import core_v1, fake_api, fake_api_client, fake_transport  # noqa: E402
 
 # Property tests try the same examples on every run, quickly: no example database, no
 # randomness between runs, no deadline on one example (the machine may be busy).
@@ -43,7 +43,7 @@ settings.register_profile(
 )
 settings.load_profile("nfd")
 
-__all__ = ["core_v1", "fake_api", "fake_api_client", "fixtures"]
+__all__ = ["core_v1", "fake_api", "fake_api_client", "fake_transport", "fixtures"]
 
 
 @pytest.fixture

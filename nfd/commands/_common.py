@@ -1,12 +1,12 @@
 """What several commands share: the options they declare alike (host root, node name,
 kubeconfig, the cluster as the caller reads it, port, the publishing policy, the device
 options), reading the host root and the worker config file from them, and stopping on
-SIGTERM/SIGINT. Errors become CliError (one line, exit 2). On ``nfd discover``'s
-start-up path: imports stay inside functions."""
+SIGTERM/SIGINT. Errors become CliError (one line, exit 2)."""
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     import argparse
     import logging
@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
     from nfd.config import WorkerConfig
     from nfd.hostroot import HostRoot
+    from nfd.kube.config import Credentials
+    from nfd.kube.light import LightTransport
     from nfd.kubectl.access import Cluster
     from nfd.worker.metrics import Exposition, StatusServer
 
@@ -122,20 +124,38 @@ def add_kubeconfig_argument(
     p.add_argument("--kubeconfig", metavar="FILE", help=help_text)
 
 
-def api_client(kubeconfig: str | None, pool_size: int) -> Any:
-    """An ApiClient from ``--kubeconfig`` (else in-cluster, then $KUBECONFIG); CliError
-    when the file is missing, no cluster is configured or the config is unusable."""
-    from pathlib import Path
-
+def kube_credentials(kubeconfig: str | None) -> Credentials:
+    """The API server and our credentials from ``--kubeconfig`` (else in-cluster, then
+    $KUBECONFIG); CliError when the file is missing, no cluster is configured or the
+    config is unusable."""
     from nfd.cli import CliError
-    from nfd.kubeclient import NoClusterError, load_api_client
+    from nfd.kube.config import load
+    from nfd.settings import ConfigError
 
-    if kubeconfig and not Path(kubeconfig).is_file():
-        raise CliError(f"--kubeconfig {kubeconfig}: no such file")
     try:
-        return load_api_client(Path(kubeconfig) if kubeconfig else None, pool_size)
-    except (NoClusterError, ValueError) as e:
-        raise CliError(str(e)) from None
+        creds = load(kubeconfig)
+        creds.ssl_context()  # a bad CA or client certificate: said now, in one line
+    except ConfigError as e:
+        # the flag's name, as every other flag's error starts
+        raise CliError(f"--{e}" if kubeconfig and str(e).startswith("kubeconfig ") else str(e)) from None
+    return creds
+
+
+def light_transport(
+    kubeconfig: str | None, *, timeout: float = 30.0, user_agent: str = "nfd"
+) -> LightTransport:
+    """The per-node agents' transport (``nfd.kube.light``): no ``kubernetes`` package."""
+    from nfd.kube.light import LightTransport
+
+    return LightTransport(kube_credentials(kubeconfig), timeout=timeout, user_agent=user_agent)
+
+
+def api_client(kubeconfig: str | None, pool_size: int) -> Any:
+    """kubernetes' ApiClient (``nfd.kube.heavy``) from ``--kubeconfig``, as
+    :func:`kube_credentials` finds it."""
+    from nfd.kube.heavy import api_client as make
+
+    return make(kube_credentials(kubeconfig), pool_size)
 
 
 def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
@@ -200,9 +220,14 @@ def add_port_argument(p: argparse.ArgumentParser, *, serves: str, default: str) 
     p.add_argument("--port", type=int, default=None, help=f"port for {serves} (default {default})")
 
 
-def serve_status(metrics: Exposition, port: int | None, log: logging.Logger) -> StatusServer | None:
-    """/healthz and /metrics on ``port`` (None or 0: not served). Raises CliError when
-    the port cannot be bound."""
+def serve_status(
+    metrics: Exposition,
+    port: int | None,
+    log: logging.Logger,
+    healthy: Callable[[], tuple[bool, str]] | None = None,
+) -> StatusServer | None:
+    """/healthz (``healthy``'s answer; default always ok) and /metrics on ``port`` (None or
+    0: not served). Raises CliError when the port cannot be bound."""
     from nfd.cli import CliError
     from nfd.worker.metrics import StatusServer
 
@@ -211,7 +236,7 @@ def serve_status(metrics: Exposition, port: int | None, log: logging.Logger) -> 
     if not 0 < port < 65536:
         raise CliError(f"--port {port}: expected 1-65535, or 0 for none")
     try:
-        server = StatusServer(metrics, lambda: (True, "ok"), port=port)
+        server = StatusServer(metrics, healthy or (lambda: (True, "ok")), port=port)
     except OSError as e:
         raise CliError(f"--port {port}: {e.strerror or e}") from None
     server.start()

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,45 +26,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "NODE_NAME, namespace and owning pod from POD_NAMESPACE, POD_NAME, POD_UID)",
     )  # fmt: skip
     add_policy_arguments(p, master=False)
-
-
-# Options parse_fast knows: option -> (attribute, appends).
-_FAST_OPTIONS = {
-    "--host-root": ("host_root", False), "--sources": ("sources", False),
-    "--config": ("config", False), "--output": ("output", False), "-o": ("output", False),
-    "--extra-label-ns": ("extra_label_ns", True), "--deny-label-ns": ("deny_label_ns", True),
-}  # fmt: skip
-_OUTPUTS = ("labels", "json", "yaml", "nodefeature")
-
-
-def parse_fast(argv: Sequence[str]) -> dict[str, object] | None:
-    """What add_arguments' parser gives for ``argv``, when ``argv`` only holds exact
-    option names with their values (``--opt value``, ``--opt=value``); None for anything
-    else, which argparse then parses (and explains)."""
-    out: dict[str, object] = {
-        "host_root": None, "sources": None, "config": None, "output": "labels",
-        "extra_label_ns": [], "deny_label_ns": [],
-    }  # fmt: skip
-    i = 0
-    while i < len(argv):
-        opt, eq, value = argv[i].partition("=")
-        known = _FAST_OPTIONS.get(opt)
-        if known is None:
-            return None
-        if not eq:
-            i += 1
-            if i == len(argv) or argv[i].startswith("-"):
-                return None  # a missing value, or one argparse may read as an option
-            value = argv[i]
-        attr, appends = known
-        if attr == "output" and value not in _OUTPUTS:
-            return None
-        if appends:
-            out[attr] = [*out[attr], value]  # type: ignore[misc]
-        else:
-            out[attr] = value
-        i += 1
-    return out
 
 
 def run(args: argparse.Namespace) -> int:

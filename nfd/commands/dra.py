@@ -18,6 +18,8 @@ log = logging.getLogger("nfd.dra")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    import os
+
     from nfd.commands._common import add_device_arguments, add_kubeconfig_argument, add_node_name_argument
 
     add_device_arguments(p, discovers="pci/usb/gpu")
@@ -31,6 +33,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--registry-dir", metavar="DIR", default="/var/lib/kubelet/plugins_registry",
         help="kubelet's plugin registration directory",
+    )  # fmt: skip
+    p.add_argument(
+        "--pod-uid", metavar="UID", default=os.environ.get("POD_UID", ""),
+        help="this pod's UID (default $POD_UID): sockets named with it let the old and the new pod of a"
+        " rolling update serve side by side",
     )  # fmt: skip
     p.add_argument(
         "--rediscover-interval", metavar="SECONDS", type=float, default=10.0,
@@ -48,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
-    from nfd.commands._common import api_client, host_root, serve_status, stop_on_signals
+    from nfd.commands._common import host_root, light_transport, serve_status, stop_on_signals
     from nfd.commands.deviceplugin import features_for
     from nfd.devices.config import DRA, load_config
     from nfd.devices.inventory import build_served_states, build_states
@@ -75,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
     err = dns_subdomain_error(node)
     if err:
         raise CliError(f"--node-name: {err}")
+    from nfd.dra.plugin import instance_error
+
+    err = instance_error(args.pod_uid)
+    if err:
+        raise CliError(f"--pod-uid: {err}")
     resources = config.served_by(DRA)
     host = host_root(args.host_root)
 
@@ -107,19 +119,21 @@ def run(args: argparse.Namespace) -> int:
         log.warning("%s", w)
 
     from nfd.dra.driver import DraDriver
+    from nfd.dra.publisher import REQUEST_TIMEOUT_S
 
-    client = api_client(args.kubeconfig, 4)
+    api = light_transport(args.kubeconfig, timeout=REQUEST_TIMEOUT_S, user_agent="nfd-dra")
     plugin_dir = args.plugin_dir or f"/var/lib/kubelet/plugins/{config.driver_name}"
     try:
         driver = DraDriver(
-            states, inventory, api_client=client, driver=config.driver_name, node=node,
+            states, inventory, api=api, driver=config.driver_name, node=node,
             plugin_dir=plugin_dir, registry_dir=args.registry_dir, cdi_dir=args.cdi_dir,
             poll_interval=args.poll_interval, rediscover=discover, rediscover_interval=args.rediscover_interval,
-            taint_effect=config.dra.taint_effect,
+            taint_effect=config.dra.taint_effect, instance=args.pod_uid,
         )  # fmt: skip
     except (OSError, ValueError) as e:
         raise CliError(str(e)) from None
-    status = serve_status(driver.registry, args.port, log)
+    # Ready once kubelet took the plugin: a rolling update stops the old pod only then.
+    status = serve_status(driver.registry, args.port, log, driver.plugin.registration)
     try:
         driver.start()
     except (OSError, ValueError) as e:

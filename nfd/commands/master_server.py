@@ -94,7 +94,7 @@ def _serving_files(settings: MasterSettings, runtime: Runtime) -> ServingFiles |
 
     from nfd.backoff import Backoff
     from nfd.cli import CliError
-    from nfd.master.kube import KubeError
+    from nfd.kube.errors import ApiError
     from nfd.master.tls import ServingFiles, TLSError, ensure_certificate, write_files
 
     log = logging.getLogger("nfd.master")
@@ -115,7 +115,7 @@ def _serving_files(settings: MasterSettings, runtime: Runtime) -> ServingFiles |
             raise CliError(f"TLS: {e}", code=1) from None
         except OSError as e:  # the private copy for uvicorn: $TMPDIR must be writable
             raise CliError(f"TLS: cannot write the certificate for serving: {e}", code=1) from None
-        except KubeError as e:
+        except ApiError as e:
             delay = backoff.next_delay()
             if time.monotonic() + delay > deadline:
                 raise CliError(f"TLS: cannot reach the API server for the certificate: {e}", code=1) from None

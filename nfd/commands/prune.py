@@ -39,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
     from nfd.commands._common import api_client
     from nfd.devices.config import DEFAULT_DRIVER_NAME, driver_name_error
-    from nfd.master.kube import KubeApi, KubeError
+    from nfd.kube.errors import ApiError
+    from nfd.master.kube import KubeApi
     from nfd.master.prune import Pruner
     from nfd.master.settings import KubeSettings
 
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         result = asyncio.run(pruner.run(names=args.node, selector=args.selector))
-    except KubeError as e:
+    except ApiError as e:
         if e.status == 400 and args.selector:  # the API server could not parse it
             raise CliError(f"--selector {args.selector!r}: {e}") from None
         raise CliError(f"cannot list nodes: {e}", code=1) from None

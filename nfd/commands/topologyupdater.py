@@ -89,14 +89,13 @@ def run(args: argparse.Namespace) -> int:
             updater.run_once()
             return 0 if updater.last is not None else 1
     else:
-        from nfd.settings import ConfigError
-        from nfd.topology.kubeapi import KubeApi, load
+        from nfd.commands._common import light_transport
         from nfd.topology.podwatch import PodWatch
         from nfd.topology.writer import NrtWriter
 
         try:
-            api = KubeApi(load(args.kubeconfig))
-        except ConfigError as e:
+            api = light_transport(args.kubeconfig, user_agent="nfd-topology-updater")
+        except CliError as e:
             raise CliError(f"no cluster to write to: {e} (use --no-publish to print instead)") from None
         writer = NrtWriter(api)
         updater = Updater(

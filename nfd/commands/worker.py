@@ -204,16 +204,20 @@ def run(args: argparse.Namespace) -> int:
         def labels_of(features: Features) -> dict[str, str]:
             return node_labels(label_sources, features, config).labels
 
+        from nfd.commands._common import light_transport
+        from nfd.worker.client import DEFAULT_TIMEOUT
+
         try:
-            publisher = NodeFeaturePublisher(
-                namespace=os.environ.get("POD_NAMESPACE") or "node-feature-discovery",
-                labels_of=labels_of,
-                pod_name=os.environ.get("POD_NAME", ""),
-                pod_uid=os.environ.get("POD_UID", ""),
-                kubeconfig=args.kubeconfig,
-            )
-        except Exception as e:  # no in-cluster config and no usable kubeconfig
+            api = light_transport(args.kubeconfig, timeout=DEFAULT_TIMEOUT, user_agent="nfd-worker")
+        except CliError as e:  # no in-cluster config and no usable kubeconfig
             raise CliError(f"--publish {args.publish}: no Kubernetes API access: {e}") from None
+        publisher = NodeFeaturePublisher(
+            api,
+            namespace=os.environ.get("POD_NAMESPACE") or "node-feature-discovery",
+            labels_of=labels_of,
+            pod_name=os.environ.get("POD_NAME", ""),
+            pod_uid=os.environ.get("POD_UID", ""),
+        )
         client = publisher if client is None else Both(client, publisher)
 
     metrics = None

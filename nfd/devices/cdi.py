@@ -89,16 +89,18 @@ def write_json(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def write_atomic(path: Path, body: str) -> None:
-    """Write a file atomically (temp file, fsync, rename): a reader sees the old file or
-    the new one, never half of one."""
+def write_atomic(path: Path, body: str, *, flush: bool = True) -> None:
+    """Write a file atomically (temp file, rename): a reader sees the old file or the
+    new one, never half of one. ``flush``: fsync it before the rename, so that a crash of
+    the node leaves the old file or the new one too (else perhaps an older or empty one)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".nfd-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
+            if flush:
+                f.flush()
+                os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:

@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from nfd.config import SourcesConfig
 from nfd.features import Features
 from nfd.hostroot import HostRoot
-from nfd.lazylog import get_logger
-from nfd.record import Record, field
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from nfd.sources import FeatureSource
 
-log = get_logger(__name__)
+log = logging.getLogger(__name__)
 
 
-class DiscoveryResult(Record):
+@dataclass(slots=True)
+class DiscoveryResult:
     features: Features = field(default_factory=Features)
     errors: dict[str, str] = field(default_factory=dict)  # source -> what went wrong
     durations: dict[str, float] = field(default_factory=dict)  # source -> seconds

@@ -3,12 +3,20 @@
 One JSON file with a checksum over its claims. A file that cannot be trusted (not JSON,
 wrong shape, checksum off) raises :class:`CheckpointError` with a one-line reason; the
 driver then rebuilds the claims from the CDI specs it wrote for them.
+
+During a rolling update two plugin instances share the file: each change is a
+read-modify-write under :func:`locked` (an flock on a file beside it), and a save replaces
+the file whole, so a reader without the lock sees the old claims or the new ones.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -88,12 +96,23 @@ def _checksum(canonical: str) -> str:
 
 def load(path: Path) -> dict[str, PreparedClaim]:
     """Claims by UID; empty when there is no checkpoint yet."""
+    return parse(path, read(path))
+
+
+def read(path: Path) -> bytes | None:
+    """The checkpoint's bytes; None when there is none yet."""
     try:
-        text = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
-        return {}
+        return None
     except OSError as e:
         raise CheckpointError(f"checkpoint {path}: cannot read: {e.strerror or e}") from None
+
+
+def parse(path: Path, text: bytes | None) -> dict[str, PreparedClaim]:
+    """Claims by UID from the bytes :func:`read` returned for ``path``."""
+    if text is None:
+        return {}
     try:
         data = json.loads(text)
         claims = data["claims"]
@@ -108,10 +127,30 @@ def load(path: Path) -> dict[str, PreparedClaim]:
         raise CheckpointError(f"checkpoint {path}: not a checkpoint ({type(e).__name__}: {e})") from None
 
 
-def save(path: Path, claims: dict[str, PreparedClaim]) -> None:
-    # Equal to _canonical() of the whole mapping, which load() checks against.
+def save(path: Path, claims: dict[str, PreparedClaim]) -> bytes:
+    """Replace the checkpoint; returns the bytes written."""
+    # Equal to _canonical() of the whole mapping, which parse() checks against.
     body = "{" + ",".join(f"{json.dumps(uid)}:{c.canonical}" for uid, c in sorted(claims.items())) + "}"
-    write_atomic(path, f'{{"version":{VERSION},"checksum":"{_checksum(body)}","claims":{body}}}\n')
+    text = f'{{"version":{VERSION},"checksum":"{_checksum(body)}","claims":{body}}}\n'
+    # Not flushed: an fsync is most of a prepare's time on a disk, and the file matters
+    # to a restarted plugin, which reads the page cache. After a crash of the node, a
+    # claim the file has but whose CDI spec is gone is prepared again.
+    write_atomic(path, text, flush=False)
+    return text.encode()
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold the exclusive lock of the checkpoint at ``path`` (on ``<path>.lock``): the
+    plugin instances sharing it take turns at their read-modify-writes."""
+    lock = path.with_name(path.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def move_aside(path: Path) -> Path:

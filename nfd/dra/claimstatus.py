@@ -14,17 +14,16 @@ claim changed in between fails the test and is read again (once). Writing needs
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from urllib3.exceptions import HTTPError
-
 from nfd.devices.model import FoundDevice
 from nfd.hostfiles import attr
 from nfd.hostroot import HostRoot
+from nfd.kube.errors import ApiError, Conflict, Invalid, NotFound
+from nfd.kube.transport import JSON_PATCH, Transport
 
 log = logging.getLogger("nfd.dra")
 
@@ -96,26 +95,18 @@ class ClaimStatusApi:
     """Writes this driver's entries of a claim's ``status.devices`` (an empty list
     removes them), keeping every other driver's."""
 
-    def __init__(self, api_client: Any, *, driver: str, timeout: float) -> None:
-        from kubernetes import client
-
-        self.api: Any = client.ResourceV1Api(api_client)  # plain JSON in and out, not its models
+    def __init__(self, api: Transport, *, driver: str, timeout: float) -> None:
+        self.api = api
         self.driver = driver
         self.timeout = timeout
 
     def __call__(self, namespace: str, name: str, uid: str, entries: Sequence[dict[str, Any]]) -> None:
-        from kubernetes.client.exceptions import ApiException
-
-        from nfd.dra.publisher import api_message, unreachable_reason
+        from nfd.dra.publisher import api_failure, claim_path
 
         where = f"claim {namespace}/{name}"
         try:
             for attempt in (1, 2):
-                claim = json.loads(
-                    self.api.read_namespaced_resource_claim(
-                        name, namespace, _preload_content=False, _request_timeout=self.timeout
-                    ).data
-                )
+                claim = self.api.request("GET", claim_path(namespace, name), timeout=self.timeout)
                 if (claim.get("metadata") or {}).get("uid") != uid:
                     return  # deleted (and maybe created again): not the claim we prepared
                 have = (claim.get("status") or {}).get("devices") or []
@@ -132,35 +123,27 @@ class ClaimStatusApi:
                     {"op": "add", "path": "/status/devices", "value": [*others, *entries]},
                 ]
                 try:
-                    self.api.patch_namespaced_resource_claim_status(
-                        name,
-                        namespace,
-                        patch,
-                        _content_type="application/json-patch+json",
-                        _preload_content=False,
-                        _request_timeout=self.timeout,
+                    self.api.request(
+                        "PATCH",
+                        claim_path(namespace, name, "status"),
+                        body=patch,
+                        content_type=JSON_PATCH,
+                        timeout=self.timeout,
                     )
                     return
-                except ApiException as e:
-                    if attempt == 2 or e.status not in (409, 422) or _has_causes(e):
+                except (Conflict, Invalid) as e:
+                    if attempt == 2 or _has_causes(e):
                         raise
-        except ApiException as e:
-            if e.status == 404:
-                return
-            raise ClaimStatusError(f"{where}: status.devices: HTTP {e.status}: {api_message(e)}") from None
-        except (OSError, HTTPError) as e:
-            raise ClaimStatusError(
-                f"{where}: status.devices: API server unreachable: {unreachable_reason(e)}"
-            ) from None
+        except NotFound:
+            return
+        except ApiError as e:
+            raise ClaimStatusError(f"{where}: status.devices: {api_failure(e)}") from None
 
 
-def _has_causes(e: Any) -> bool:
+def _has_causes(e: ApiError) -> bool:
     """A 422 with field causes is the claim refusing our entries; one without is our
     ``resourceVersion`` test failing (the claim changed meanwhile): read it again."""
-    try:
-        return bool((json.loads(e.body).get("details") or {}).get("causes"))
-    except (TypeError, ValueError, AttributeError):
-        return False
+    return bool(e.details.get("causes"))
 
 
 def _same(have: list[dict[str, Any]], want: list[dict[str, Any]]) -> bool:

@@ -7,7 +7,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from nfd.backoff import Backoff
 from nfd.devices.health import HealthMonitor
@@ -16,6 +15,7 @@ from nfd.devices.model import FoundDevice
 from nfd.dra.slices import DraInventory, TaintPolicy
 from nfd.features import Features
 from nfd.hostroot import HostRoot
+from nfd.kube.transport import Transport
 
 log = logging.getLogger("nfd.dra")
 
@@ -223,14 +223,15 @@ class Rediscovery(_Loop):
 
 
 class DraDriver:
-    """Everything ``nfd dra`` runs; ``api_client`` is a kubernetes ApiClient."""
+    """Everything ``nfd dra`` runs; ``api`` is its transport to the API server; ``instance``
+    this pod's UID, for rolling updates (see :mod:`nfd.dra.plugin`)."""
 
     def __init__(
         self,
         states: Sequence[ResourceState],
         inventory: DraInventory,
         *,
-        api_client: Any,
+        api: Transport,
         driver: str,
         node: str,
         plugin_dir: str,
@@ -242,6 +243,7 @@ class DraDriver:
         rediscover_interval: float = 10.0,
         taint_effect: str = "NoSchedule",
         node_events: bool = True,
+        instance: str = "",
     ) -> None:
         import os
 
@@ -258,7 +260,7 @@ class DraDriver:
         self.states = list(states)
         self.inventory = inventory
         self.health = HealthMonitor(self.states, interval=poll_interval, use_udev=use_udev)
-        self.publisher = SlicePublisher(api_client, driver=driver, node=node)
+        self.publisher = SlicePublisher(api, driver=driver, node=node)
         self.slices = SliceLoop(
             inventory, self.publisher.sync, taints=TaintPolicy.for_driver(driver, taint_effect)
         )
@@ -267,15 +269,15 @@ class DraDriver:
         self.health_metrics = HealthMetrics(self.registry)
         self.dra_metrics = DraMetrics(self.registry)
         self.health_stream = HealthService(inventory, pool=node)
-        self.events = NodeEvents(api_client, node=node) if node_events else None
+        self.events = NodeEvents(api, node=node) if node_events else None
         self.preparer = Preparer(
             inventory,
             driver=driver,
             node=node,
             cdi_dir=cdi_dir,
             checkpoint_path=os.path.join(plugin_dir, "checkpoint.json"),
-            read_claim=ClaimReaderApi(api_client),
-            write_status=ClaimStatusApi(api_client, driver=driver, timeout=REQUEST_TIMEOUT_S),
+            read_claim=ClaimReaderApi(api),
+            write_status=ClaimStatusApi(api, driver=driver, timeout=REQUEST_TIMEOUT_S),
         )
         self.plugin = KubeletPlugin(
             self.preparer,
@@ -284,6 +286,7 @@ class DraDriver:
             registry_dir=registry_dir,
             health=self.health_stream,
             metrics=self.dra_metrics,
+            instance=instance,
         )
         self.rediscovery = (
             Rediscovery(

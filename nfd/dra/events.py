@@ -18,6 +18,8 @@ from typing import Any
 from nfd.devices.inventory import ResourceState
 from nfd.devices.model import HealthChange
 from nfd.dra.slices import device_name, rfc3339
+from nfd.kube.errors import ApiError, Forbidden
+from nfd.kube.transport import Transport, path
 
 log = logging.getLogger("nfd.dra")
 
@@ -51,10 +53,8 @@ def node_event(node: str, change: HealthChange) -> dict[str, Any]:
 
 
 class NodeEvents:
-    def __init__(self, api_client: Any, *, node: str, timeout: float = REQUEST_TIMEOUT_S) -> None:
-        from kubernetes import client
-
-        self.api: Any = client.CoreV1Api(api_client)  # plain JSON in and out, not its models
+    def __init__(self, api: Transport, *, node: str, timeout: float = REQUEST_TIMEOUT_S) -> None:
+        self.api = api
         self.node = node
         self.timeout = timeout
         self.posted = 0
@@ -88,29 +88,21 @@ class NodeEvents:
                 self._post(change)
 
     def _post(self, change: HealthChange) -> None:
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
-
-        from nfd.dra.publisher import api_message, unreachable_reason
+        from nfd.dra.publisher import api_failure
 
         try:
-            self.api.create_namespaced_event(
-                NAMESPACE,
-                node_event(self.node, change),
-                _preload_content=False,
-                _request_timeout=self.timeout,
+            self.api.request(
+                "POST",
+                path("api", "v1", "namespaces", NAMESPACE, "events"),
+                body=node_event(self.node, change),
+                timeout=self.timeout,
             )
             self.posted += 1
-        except ApiException as e:
-            if e.status == 403:
-                self._forbidden = True
-                log.warning(
-                    "may not create Events (HTTP 403); device health is not reported as Node events"
-                    " (grant create on events to post them)"
-                )
-            else:
-                log.warning("Event for device %s: HTTP %s: %s", change.device, e.status, api_message(e))
-        except (OSError, HTTPError) as e:
+        except Forbidden:
+            self._forbidden = True
             log.warning(
-                "Event for device %s: API server unreachable: %s", change.device, unreachable_reason(e)
+                "may not create Events (HTTP 403); device health is not reported as Node events"
+                " (grant create on events to post them)"
             )
+        except ApiError as e:
+            log.warning("Event for device %s: %s", change.device, api_failure(e))

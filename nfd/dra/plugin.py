@@ -2,13 +2,22 @@
 ``<plugin dir>/dra.sock``, and the registration service on a socket in kubelet's ``plugins_registry`` directory.
 
 kubelet finds the registration socket, asks GetInfo, connects to the DRA socket and says
-whether it took the plugin. A supervisor serves a socket again when its file is gone or
+whether it took the plugin.
+
+In a rolling update (kubelet 1.33+) the old and the new instance serve side by side, each
+on sockets named with its pod's UID (``dra-<uid>.sock``, ``<driver>-<uid>-reg.sock``), as
+kubernetes' kubeletplugin package names them: kubelet sends calls to the instance that
+registered last, and to the other one again when that one's registration socket goes.
+The two share the checkpoint (see :mod:`nfd.dra.checkpoint`). Stopping removes the
+registration socket first and gives calls under way time to end, so that a prepare in
+flight during the switch completes instead of failing. A supervisor serves a socket again when its file is gone or
 replaced (a re-created registry directory, a cleaned plugin directory): kubelet then
 sees a new socket and registers the plugin again.
 """
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import threading
@@ -26,12 +35,14 @@ from nfd.dra.health import HealthService
 from nfd.dra.metrics import PREPARE, UNPREPARE, DraMetrics
 from nfd.dra.prepare import ClaimError, Preparer
 from nfd.promtext import Registry
-from nfd.unixgrpc import SocketServer
+from nfd.unixgrpc import SocketServer, remove_stale
 
 log = logging.getLogger("nfd.dra")
 
 PLUGIN_TYPE = "DRAPlugin"
 SUPPORTED_VERSIONS = ("v1.DRAPlugin",)
+# How long calls under way may take to end when the plugin stops.
+STOP_GRACE_S = 5.0
 
 
 class DraService(dra_grpc.DRAPluginServicer):
@@ -115,6 +126,13 @@ class RegistrationService(reg_grpc.RegistrationServicer):
         return reg_pb.RegistrationStatusResponse()
 
 
+def instance_error(uid: str) -> str | None:
+    """Why ``uid`` cannot name our sockets (None: it can, or it is empty)."""
+    if uid and not (len(uid) <= 64 and all(c.isascii() and (c.isalnum() or c == "-") for c in uid)):
+        return f"pod UID {uid!r}: expected letters, digits and '-' (at most 64), as a UID has"
+    return None
+
+
 class KubeletPlugin:
     def __init__(
         self,
@@ -125,12 +143,29 @@ class KubeletPlugin:
         registry_dir: str,
         health: HealthService | None = None,
         metrics: DraMetrics | None = None,
+        instance: str = "",
         watch_interval: float = 0.1,
         workers: int = 8,
+        stop_grace: float = STOP_GRACE_S,
     ) -> None:
+        """``instance``: this pod's UID, for rolling updates (empty: sockets without it)."""
+        if instance and not (
+            len(instance) <= 64 and all(c.isascii() and (c.isalnum() or c == "-") for c in instance)
+        ):
+            raise ValueError(
+                f"pod UID {instance!r}: expected letters, digits and '-' (at most 64), as a UID has"
+            )
         self.driver = driver
-        self.dra_socket = os.path.join(plugin_dir, "dra.sock")
-        self.registry_socket = os.path.join(registry_dir, f"{driver}-reg.sock")
+        part = f"-{instance}" if instance else ""
+        self.dra_socket = os.path.join(plugin_dir, f"dra{part}.sock")
+        self.registry_socket = os.path.join(registry_dir, f"{driver}{part}-reg.sock")
+        mine = os.path.join(glob.escape(registry_dir), glob.escape(driver))
+        self._stale = (
+            os.path.join(glob.escape(plugin_dir), "dra*.sock"),
+            f"{mine}-reg.sock",
+            f"{mine}-*-reg.sock",
+        )
+        self.stop_grace = stop_grace
         self.service = DraService(preparer, metrics)
         self.registered = threading.Event()
         self.registrations = 0
@@ -173,6 +208,10 @@ class KubeletPlugin:
             log.error("kubelet did not register %s: %s", self.driver, error or "no reason given")
 
     def start(self) -> None:
+        # An instance killed without its clean-up leaves its sockets; kubelet would keep
+        # trying the dead registration socket.
+        for path in remove_stale(p for pattern in self._stale for p in sorted(glob.glob(pattern))):
+            log.info("removed stale socket %s (nothing listens on it)", path)
         self._dra.serve()
         self._reg.serve()
         log.info(
@@ -203,8 +242,16 @@ class KubeletPlugin:
             self._thread.join(timeout=5)
         if self.health is not None:
             self.health.close()
+        # Unregistered first: kubelet turns to another instance (a rolling update's), and
+        # the calls it already made here get to end.
         self._reg.stop()
-        self._dra.stop()
+        self._dra.stop(grace=self.stop_grace)
+
+    def registration(self) -> tuple[bool, str]:
+        """Whether kubelet took the plugin, and a word on it (the /healthz answer)."""
+        if self.registered.is_set():
+            return True, "registered with kubelet"
+        return False, f"not registered with kubelet: {self.last_error or 'waiting for kubelet'}"
 
     def serving(self) -> dict[str, Any]:
         return {"dra": self._dra.serving(), "registration": self._reg.serving()}

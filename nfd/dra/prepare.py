@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -62,23 +63,57 @@ class Preparer:
         # Prepared claims whose status.devices is not written yet: tried again at the
         # next prepare of the claim (kubelet calls again for every pod using it).
         self.status_pending: set[str] = set()
+        # The status writes, in the order of the calls, off kubelet's path: a write is an
+        # API round trip that prepares nothing.
+        self._status: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._status_thread: threading.Thread | None = None
         self.cdi_kind = f"{driver}/{CDI_CLASS}"
         self._lock = threading.Lock()
         self._closed = False  # stopping: no more writes (see close)
-        self.claims = self._load()
+        # The claims as the checkpoint has them, and its bytes as last read or written:
+        # another instance sharing it (a rolling update's) may have saved since.
+        self.claims: dict[str, PreparedClaim] = {}
+        self._seen: bytes | None = None
+        self._loaded = False  # read once (a read error before that: recover)
+        self._ahead = False  # the claims in memory are not the file's (a save failed)
+        with self._lock, checkpoint.locked(self.checkpoint_path):
+            self._sync()
 
     # -- the checkpoint ----------------------------------------------------------------
-    def _load(self) -> dict[str, PreparedClaim]:
+    def _sync(self) -> None:
+        """Take in what another instance saved; the caller holds both locks."""
         try:
-            return checkpoint.load(self.checkpoint_path)
+            text = checkpoint.read(self.checkpoint_path)
         except CheckpointError as e:
-            aside = checkpoint.move_aside(self.checkpoint_path)
-            claims = self._from_cdi_specs()
-            log.error(
-                "%s; moved to %s, %d prepared claim(s) recovered from their CDI specs", e, aside, len(claims)
-            )
-            checkpoint.save(self.checkpoint_path, claims)
-            return claims
+            if self._loaded:  # not the file's fault: this call fails, kubelet retries
+                raise ClaimError(str(e)) from None
+            self._recover(e)
+            return
+        if self._loaded and not self._ahead and text == self._seen:
+            return
+        try:
+            self.claims = checkpoint.parse(self.checkpoint_path, text)
+        except CheckpointError as e:
+            self._recover(e)
+            return
+        self._seen, self._loaded, self._ahead = text, True, False
+
+    def _recover(self, e: CheckpointError) -> None:
+        aside = checkpoint.move_aside(self.checkpoint_path)
+        self.claims = self._from_cdi_specs()
+        log.error(
+            "%s; moved to %s, %d prepared claim(s) recovered from their CDI specs", e, aside, len(self.claims)
+        )
+        self._save()
+        self._loaded = True
+
+    def _save(self) -> None:
+        try:
+            self._seen = checkpoint.save(self.checkpoint_path, self.claims)
+        except OSError:
+            self._ahead = True  # read the file again at the next call
+            raise
+        self._ahead = False
 
     def _from_cdi_specs(self) -> dict[str, PreparedClaim]:
         """The claims whose CDI specs we wrote: each spec names its claim and devices."""
@@ -93,6 +128,19 @@ class Preparer:
             out[uid] = PreparedClaim(ns, name, tuple(devices))
         return out
 
+    def _prepared(self, uid: str) -> PreparedClaim | None:
+        """The claim as prepared, if its CDI spec is still there: the checkpoint is not
+        flushed to the disk (a node that crashed may bring back a stale one), and the CDI
+        directory is often a tmpfs that a reboot empties."""
+        done = self.claims.get(uid)
+        if done is None or self._spec_path(uid).exists():
+            return done
+        log.warning(
+            "claim %s/%s: in the checkpoint, but its CDI spec %s is gone; preparing it again",
+            done.namespace, done.name, self._spec_path(uid),
+        )  # fmt: skip
+        return None
+
     def _spec_path(self, uid: str) -> Path:
         return self.cdi_dir / f"{SPEC_PREFIX}{cdi_name(uid)}.json"
 
@@ -102,6 +150,7 @@ class Preparer:
         dropped whole, never half-written. kubelet retries the refused ones."""
         with self._lock:
             self._closed = True
+        self._status.put(None)  # the status thread ends after the writes queued
 
     def prepared_devices(self) -> int:
         """How many devices the prepared claims hold."""
@@ -114,11 +163,13 @@ class Preparer:
 
     # -- the calls ----------------------------------------------------------------------
     def prepare(self, namespace: str, uid: str, name: str) -> tuple[PreparedDevice, ...]:
-        with self._lock:
-            done = self.claims.get(uid)
+        with self._lock, checkpoint.locked(self.checkpoint_path):
+            self._sync()
+            done = self._prepared(uid)
         if done is not None:
             if uid in self.status_pending:
-                self._report(done, uid)
+                again = done
+                self._later(lambda: self._report(again, uid))
             return done.devices
         # Reading the claim and checking its devices take no lock: kubelet prepares the
         # claims of different pods at once.
@@ -136,15 +187,16 @@ class Preparer:
             if dev is None:
                 raise ClaimError(f"{where}: {why}")
             found.append((dev_name, dev))
-        with self._lock:
-            done = self.claims.get(uid)
+        with self._lock, checkpoint.locked(self.checkpoint_path):
+            self._sync()
+            done = self._prepared(uid)
             if done is not None:  # a concurrent call for the same claim got there first
                 return done.devices
             self._check_open(where)
             prepared = self._write_spec(namespace, name, uid, found, by_device)
             self.claims[uid] = prepared
             try:
-                checkpoint.save(self.checkpoint_path, self.claims)
+                self._save()
             except OSError as e:  # not remembered, so not prepared: undo, kubelet retries
                 del self.claims[uid]
                 self._spec_path(uid).unlink(missing_ok=True)
@@ -152,12 +204,38 @@ class Preparer:
                     f"{where}: cannot save checkpoint {self.checkpoint_path}: {e.strerror or e}"
                 ) from None
         log.info("%s: prepared %s", where, ", ".join(by_device))
-        self._report(prepared, uid)
+        self._later(lambda: self._report(prepared, uid))
         return prepared.devices
 
+    def _later(self, write: Callable[[], None]) -> None:
+        """Queue a status write for the status thread (started with the first)."""
+        if self.write_status is None:
+            return
+        with self._lock:
+            if self._status_thread is None:
+                self._status_thread = threading.Thread(
+                    target=self._write_statuses, name="nfd-dra-status", daemon=True
+                )
+                self._status_thread.start()
+        self._status.put(write)
+
+    def _write_statuses(self) -> None:
+        while (write := self._status.get()) is not None:
+            try:
+                write()
+            except Exception:  # a bug: the writes after it go on
+                log.exception("claim status write")
+
+    def flush_status(self, timeout: float | None = None) -> bool:
+        """Wait until the status writes queued so far are done; False on timeout."""
+        done = threading.Event()
+        self._later(done.set)
+        return self.write_status is None or done.wait(timeout)
+
     def _report(self, claim: PreparedClaim, uid: str) -> None:
-        """Write the claim's status.devices; a failure fails nothing (the devices are
-        prepared): it is logged once and tried again at the claim's next prepare."""
+        """Write the claim's status.devices (on the status thread); a failure fails
+        nothing (the devices are prepared): it is logged once and tried again at the
+        claim's next prepare."""
         if self.write_status is None:
             return
         entries = []
@@ -245,8 +323,9 @@ class Preparer:
         return prepared
 
     def unprepare(self, namespace: str, uid: str, name: str) -> None:
-        with self._lock:
+        with self._lock, checkpoint.locked(self.checkpoint_path):
             self._check_open(f"claim {namespace}/{name}")
+            self._sync()
             try:
                 self._spec_path(uid).unlink(missing_ok=True)
             except OSError as e:
@@ -256,19 +335,19 @@ class Preparer:
             gone = self.claims.pop(uid, None)
             if gone is not None:
                 try:
-                    checkpoint.save(self.checkpoint_path, self.claims)
+                    self._save()
                 except OSError as e:
                     raise ClaimError(
                         f"claim {namespace}/{name}: cannot save checkpoint {self.checkpoint_path}: {e.strerror or e}"
                     ) from None
                 log.info("claim %s/%s: unprepared", namespace, name)
         if gone is not None:
-            self.status_pending.discard(uid)
-            self._clear_status(namespace, name, uid)
+            self._later(lambda: self._clear_status(namespace, name, uid))
 
     def _clear_status(self, namespace: str, name: str, uid: str) -> None:
         """Our entries say the devices are set up on this node; after unprepare they
         are not. Best effort: a claim being deleted or deallocated loses them anyway."""
+        self.status_pending.discard(uid)
         if self.write_status is None:
             return
         try:

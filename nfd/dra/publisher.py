@@ -1,5 +1,5 @@
-"""This node's ResourceSlices on the API server, and reading claims, with the real
-``kubernetes`` client (plain JSON in and out: no model objects).
+"""This node's ResourceSlices on the API server, and reading claims, through the light
+transport of ``nfd.kube`` (plain JSON in and out).
 
 :meth:`SlicePublisher.sync` makes the stored slices equal the wanted pool: nothing is
 written when they already are; otherwise the pool's generation goes up and every slice
@@ -16,23 +16,18 @@ before taints (until a restart asks again).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from typing import Any
 
-from urllib3.exceptions import HTTPError
-
 from nfd.dra.prepare import ClaimError
 from nfd.dra.slices import pool_slices
+from nfd.kube.errors import ApiError, NotFound
+from nfd.kube.transport import Transport, path
 
 log = logging.getLogger("nfd.dra")
 
-
-def unreachable_reason(e: BaseException) -> str:
-    """urllib3 wraps the cause (connection refused, timeout) in a long retry message."""
-    cause = getattr(e, "reason", None) or e
-    return str(cause).splitlines()[0]
+RESOURCE_API = ("apis", "resource.k8s.io", "v1")
 
 
 # Each call to the API server: one that does not answer fails, and is tried again at the
@@ -45,20 +40,14 @@ class PublishError(Exception):
     """A write the API server refused or could not take; retried by the caller."""
 
 
-def api_message(e: Any) -> str:
-    try:
-        return str(json.loads(e.body).get("message") or e.reason)
-    except (TypeError, ValueError, AttributeError):
-        return str(getattr(e, "reason", None) or e)
+def api_failure(e: ApiError) -> str:
+    """An ApiError as the agent's log lines word it."""
+    return f"HTTP {e.status}: {e.message}" if e.status else f"API server unreachable: {e.message}"
 
 
 class SlicePublisher:
-    def __init__(
-        self, api_client: Any, *, driver: str, node: str, timeout: float = REQUEST_TIMEOUT_S
-    ) -> None:
-        from kubernetes import client
-
-        self.api: Any = client.ResourceV1Api(api_client)  # plain JSON in and out, not its models
+    def __init__(self, api: Transport, *, driver: str, node: str, timeout: float = REQUEST_TIMEOUT_S) -> None:
+        self.api = api
         self.driver = driver
         self.node = node
         self.timeout = timeout
@@ -71,12 +60,11 @@ class SlicePublisher:
         self._generation = 0
 
     def _existing(self) -> list[dict[str, Any]]:
-        resp = self.api.list_resource_slice(
-            field_selector=f"spec.nodeName={self.node},spec.driver={self.driver}",
-            _preload_content=False,
-            _request_timeout=self.timeout,
+        selector = f"spec.nodeName={self.node},spec.driver={self.driver}"
+        got = self.api.request(
+            "GET", path(*RESOURCE_API, "resourceslices", fieldSelector=selector), timeout=self.timeout
         )
-        items: list[dict[str, Any]] = json.loads(resp.data).get("items") or []
+        items: list[dict[str, Any]] = got.get("items") or []
         return items
 
     def sync(self, devices: Sequence[dict[str, Any]], *, force: bool = False) -> int:
@@ -113,8 +101,6 @@ class SlicePublisher:
             )
 
     def _write(self, wanted: list[dict[str, Any]], *, force: bool) -> int:
-        from kubernetes.client.exceptions import ApiException
-
         try:
             if not force and self._written is not None:
                 # What we wrote last is what is stored (a write by someone else makes ours
@@ -136,35 +122,27 @@ class SlicePublisher:
                 name = s["metadata"]["name"]
                 rv = existing.pop(name, None)
                 if rv is None:
-                    resp = self.api.create_resource_slice(
-                        s, _preload_content=False, _request_timeout=self.timeout
+                    stored = self.api.request(
+                        "POST", path(*RESOURCE_API, "resourceslices"), body=s, timeout=self.timeout
                     )
                 else:
                     s["metadata"]["resourceVersion"] = rv
-                    resp = self.api.replace_resource_slice(
-                        name, s, _preload_content=False, _request_timeout=self.timeout
+                    stored = self.api.request(
+                        "PUT", path(*RESOURCE_API, "resourceslices", name), body=s, timeout=self.timeout
                     )
-                stored = json.loads(resp.data)
                 written[name] = stored["metadata"]["resourceVersion"]
                 self._learn_taints(s, stored)
                 writes += 1
             for name in existing:  # left over from a larger pool or an older run
                 try:
-                    self.api.delete_resource_slice(
-                        name, _preload_content=False, _request_timeout=self.timeout
+                    self.api.request(
+                        "DELETE", path(*RESOURCE_API, "resourceslices", name), timeout=self.timeout
                     )
-                except ApiException as e:
-                    if e.status != 404:
-                        raise
+                except NotFound:
+                    pass
                 writes += 1
-        except ApiException as e:
-            raise PublishError(
-                f"ResourceSlices for node {self.node}: HTTP {e.status}: {api_message(e)}"
-            ) from None
-        except (OSError, HTTPError) as e:
-            raise PublishError(
-                f"ResourceSlices for node {self.node}: API server unreachable: {unreachable_reason(e)}"
-            ) from None
+        except ApiError as e:
+            raise PublishError(f"ResourceSlices for node {self.node}: {api_failure(e)}") from None
         self._written, self._generation = written, generation + 1
         self.writes += writes
         self._synced = wanted
@@ -194,24 +172,16 @@ class SlicePublisher:
 class ClaimReaderApi:
     """Reads a ResourceClaim (the DRA plugin's ClaimReader)."""
 
-    def __init__(self, api_client: Any, *, timeout: float = REQUEST_TIMEOUT_S) -> None:
-        from kubernetes import client
-
+    def __init__(self, api: Transport, *, timeout: float = REQUEST_TIMEOUT_S) -> None:
         self.timeout = timeout
-        self.api: Any = client.ResourceV1Api(api_client)  # plain JSON in and out, not its models
+        self.api = api
 
     def __call__(self, namespace: str, name: str) -> dict[str, Any]:
-        from kubernetes.client.exceptions import ApiException
-
         try:
-            resp = self.api.read_namespaced_resource_claim(
-                name, namespace, _preload_content=False, _request_timeout=self.timeout
-            )
-        except ApiException as e:
-            raise ClaimError(f"claim {namespace}/{name}: HTTP {e.status}: {api_message(e)}") from None
-        except (OSError, HTTPError) as e:
-            raise ClaimError(
-                f"claim {namespace}/{name}: API server unreachable: {unreachable_reason(e)}"
-            ) from None
-        claim: dict[str, Any] = json.loads(resp.data)
-        return claim
+            return self.api.request("GET", claim_path(namespace, name), timeout=self.timeout)
+        except ApiError as e:
+            raise ClaimError(f"claim {namespace}/{name}: {api_failure(e)}") from None
+
+
+def claim_path(namespace: str, name: str, *sub: str) -> str:
+    return path(*RESOURCE_API, "namespaces", namespace, "resourceclaims", name, *sub)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from nfd.master.apierrors import KubeError, NotFound
+from nfd.kube.errors import ApiError, NotFound
 from nfd.master.kube import KubeApi
 from nfd.master.metrics import Metrics
 from nfd.master.settings import AuthSettings
@@ -201,7 +201,7 @@ class Authenticator:
         audiences = [self.settings.audience] if self.settings.audience else []
         try:
             review = await self.api.token_review(token, audiences)
-        except KubeError as e:
+        except ApiError as e:
             log.warning("TokenReview failed: %s", e)
             raise AuthError(503, "cannot verify the token now") from None
         status = review.get("status") or {}
@@ -226,7 +226,7 @@ class Authenticator:
             pod = await self.api.get_pod(ns, pod_name)
         except NotFound:
             raise AuthError(403, f"the token's pod {ns}/{pod_name} does not exist") from None
-        except KubeError:
+        except ApiError:
             raise AuthError(503, "cannot verify the token's pod now") from None
         if (pod.get("metadata") or {}).get("uid") != pod_uid:
             raise AuthError(403, f"the token's pod {ns}/{pod_name} was replaced")

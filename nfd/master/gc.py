@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
-from nfd.master.kube import NODES, KubeApi, KubeError
+from nfd.kube.errors import ApiError
+from nfd.master.kube import NODES, KubeApi
 from nfd.master.metrics import Metrics
 from nfd.master.nodefeatures import NodeFeatureIndex
 from nfd.master.service import MasterService
@@ -69,7 +70,7 @@ class GarbageCollector:
         out = GcResult()
         try:
             nodes = await self._node_names()
-        except KubeError as e:
+        except ApiError as e:
             log.warning("garbage collection: cannot list nodes (%s); next round retries", e)
             self.last = GcResult(skipped=f"cannot list nodes: {e}")
             return self.last
@@ -86,7 +87,7 @@ class GarbageCollector:
                     log.info(
                         "garbage collection: deleted NodeFeature %s/%s of gone node %s", ns, name, obj.node
                     )
-                except KubeError as e:
+                except ApiError as e:
                     if e.status == 404:
                         continue
                     out.failed += 1

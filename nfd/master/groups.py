@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nfd.master.kube import KubeApi, KubeError, Resource
+from nfd.kube.errors import ApiError
+from nfd.master.kube import KubeApi, Resource
 from nfd.master.service import MasterService
 from nfd.master.watch import ListWatch, Pages, object_key
 from nfd.rules.evaluate import FeatureView, execute
@@ -212,7 +213,7 @@ class GroupManager:
                     key[1],
                     [{"op": "add", "path": "/status", "value": status}],
                 )
-            except KubeError as e:
+            except ApiError as e:
                 if e.status != 404:
                     log.warning("NodeFeatureGroup %s/%s: status not written: %s", *key, e)
                     self.dirty.add(key)

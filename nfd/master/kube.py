@@ -1,7 +1,7 @@
 """The blocking ``kubernetes`` client behind an async face: calls run in a bounded
 thread pool, pass the client-side rate limit, and answer plain JSON dicts (no model
 objects: they cost CPU and memory for nothing here). Errors become the typed
-exceptions of ``apierrors``; every request is counted by verb and resource."""
+exceptions of ``nfd.kube.errors``; every request is counted by verb and resource."""
 
 from __future__ import annotations
 
@@ -13,12 +13,11 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
 
 from nfd.daemonpool import DaemonPool
-from nfd.master import apierrors
-from nfd.master.apierrors import KubeError as KubeError  # the callers' one import
-from nfd.master.ratelimit import AdaptiveRate
+from nfd.kube.errors import TooManyRequests
+from nfd.kube.heavy import count_requests, from_exception
+from nfd.kube.ratelimit import AdaptiveRate
 from nfd.master.settings import KubeSettings
 
 if TYPE_CHECKING:
@@ -54,43 +53,6 @@ class Resource:
 NODES = Resource("nodes")
 
 
-def classify(method: str, url: str) -> tuple[str, str]:
-    """(verb, resource) of an API request, as the API server's audit log names them:
-    ``("patch", "nodes/status")``, ``("watch", "nodefeaturerules")``."""
-    split = urlsplit(url)
-    parts = [p for p in split.path.split("/") if p]
-    if parts[:1] == ["api"]:
-        rest = parts[2:]
-    elif parts[:1] == ["apis"]:
-        rest = parts[3:]
-    else:
-        return method.lower(), "/".join(parts[:1]) or "/"
-    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) > 2:
-        rest = rest[2:]
-    resource = rest[0] if rest else ""
-    if len(rest) >= 3:
-        resource += "/" + rest[2]
-    named = len(rest) >= 2
-    if method == "GET":
-        verb = "get" if named else ("watch" if "watch=true" in split.query.lower() else "list")
-    else:
-        verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, method)
-    return verb, resource
-
-
-def count_requests(api_client: Any, count: Callable[[str, str], None]) -> None:
-    """Call ``count(verb, resource)`` for every request ``api_client`` sends, whichever
-    API class or watch sends it: one hook on its REST client."""
-    rest = api_client.rest_client
-    send = rest.request
-
-    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        count(*classify(method, url))
-        return send(method, url, *args, **kwargs)
-
-    rest.request = request
-
-
 class KubeApi:
     def __init__(self, api_client: Any, settings: KubeSettings, metrics: Metrics | None = None) -> None:
         from kubernetes import client
@@ -98,7 +60,8 @@ class KubeApi:
         if metrics is not None:
             counter = metrics.api_requests
             count_requests(
-                api_client, lambda verb, resource: counter.labels(verb=verb, resource=resource).inc()
+                api_client,
+                lambda verb, resource, code: counter.labels(verb=verb, resource=resource, code=code).inc(),
             )
 
         self._models = client
@@ -151,7 +114,7 @@ class KubeApi:
             t0 = time.monotonic()
             try:
                 out = await self._send(fn)
-            except apierrors.TooManyRequests:
+            except TooManyRequests:
                 self.limiter.throttled()
                 raise
             self.limiter.answered(time.monotonic() - t0, write=write)
@@ -167,7 +130,7 @@ class KubeApi:
             try:
                 resp = fn()
             except BaseException as e:
-                raise apierrors.from_exception(e) from None
+                raise from_exception(e) from None
             data = resp.data
             return json.loads(data) if data else {}
 

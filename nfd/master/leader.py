@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from nfd.master.apierrors import Conflict, KubeError, NotFound
+from nfd.kube.errors import ApiError, Conflict, NotFound
 from nfd.master.kube import KubeApi
 from nfd.master.settings import LeaderSettings
 
@@ -106,7 +106,7 @@ class LeaderElector:
             try:
                 ok = await self._try_acquire_or_renew()
                 self.last_error = ""
-            except KubeError as e:
+            except ApiError as e:
                 log.info("leader election: %s", e)
                 self.last_error = str(e)
                 ok = False
@@ -191,5 +191,5 @@ class LeaderElector:
             }
             spec["renewTime"] = _micro_time()
             await self.api.replace_lease(ns, name, lease)
-        except KubeError as e:
+        except ApiError as e:
             log.info("leader election: could not release the lease: %s", e)

@@ -23,7 +23,7 @@ class Metrics:
             "nfd_master_node_update_failures", "Failed node patches (retried)", ["reason"], registry=r
         )
         self.api_requests = Counter(
-            "nfd_master_api_requests", "Requests to the API server", ["verb", "resource"], registry=r
+            "nfd_master_api_requests", "Requests to the API server", ["verb", "resource", "code"], registry=r
         )
         self.labels_rejected = Counter(
             "nfd_master_node_labels_rejected", "Labels rejected by the policy", registry=r

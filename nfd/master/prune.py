@@ -20,7 +20,7 @@ from typing import Any
 
 from nfd.decision import Decision
 from nfd.devices.config import DEFAULT_DRIVER_NAME
-from nfd.master.apierrors import Conflict, Invalid, KubeError, NotFound
+from nfd.kube.errors import ApiError, Conflict, Invalid, NotFound
 from nfd.master.kube import KubeApi, Resource
 from nfd.master.patches import TRACKING, Op, escape, node_patch, observe, owned, status_patch, taint_str_dict
 from nfd.nodefeature import GROUP, NODE_NAME_LABEL, PLURAL, VERSION, WORKER_VERSION_ANNOTATION
@@ -128,7 +128,7 @@ class Pruner:
         self.report = report
 
     async def run(self, *, names: list[str] | None = None, selector: str = "") -> PruneResult:
-        """Raises KubeError when the Nodes cannot be listed; a Node that fails is named in
+        """Raises ApiError when the Nodes cannot be listed; a Node that fails is named in
         ``errors`` and the others go on."""
         out = PruneResult()
         gate = asyncio.Semaphore(self.parallelism)
@@ -142,7 +142,7 @@ class Pruner:
                     if names is not None:  # named, so expected
                         out.errors.append(f"node {name}: no such Node")
                     return
-                except KubeError as e:
+                except ApiError as e:
                     out.errors.append(f"node {name}: {e}")
                     return
             pruned.add(name)
@@ -207,7 +207,7 @@ class Pruner:
         except NotFound:
             log.info("no NodeFeature API in the cluster: no NodeFeature objects to delete")
             return
-        except KubeError as e:
+        except ApiError as e:
             out.errors.append(f"cannot list NodeFeature objects: {e}")
             return
         verb = "would delete" if self.dry_run else "deleted"
@@ -217,7 +217,7 @@ class Pruner:
                     await self.api.delete_custom(GROUP, VERSION, ns, PLURAL, name)
                 except NotFound:
                     continue
-                except KubeError as e:
+                except ApiError as e:
                     out.errors.append(f"NodeFeature {ns}/{name}: {e}")
                     continue
             out.nodefeatures.append(f"{ns}/{name}")
@@ -242,7 +242,7 @@ class Pruner:
                     "no %s/%s API in the cluster: no ResourceSlices to delete", SLICE_GROUP, SLICE_VERSION
                 )
                 return
-            except KubeError as e:
+            except ApiError as e:
                 out.errors.append(f"cannot list the ResourceSlices of driver {driver}: {e}")
         verb = "would delete" if self.dry_run else "deleted"
         for name in sorted(set(found)):
@@ -251,7 +251,7 @@ class Pruner:
                     await self.api.delete_custom(SLICE_GROUP, SLICE_VERSION, "", SLICE_PLURAL, name)
                 except NotFound:
                     continue
-                except KubeError as e:
+                except ApiError as e:
                     out.errors.append(f"ResourceSlice {name}: {e}")
                     continue
             out.resourceslices.append(name)

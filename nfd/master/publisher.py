@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from nfd.master.apierrors import KubeError, NotFound
+from nfd.kube.errors import ApiError, NotFound
 from nfd.master.kube import NODES, KubeApi
 from nfd.master.metrics import Metrics
 from nfd.master.nodesync import NodeSync
@@ -149,7 +149,7 @@ class KubePublisher:
     async def _prime(self) -> None:
         try:
             await self.watch.relist()
-        except KubeError as e:  # each node is read on its own instead
+        except ApiError as e:  # each node is read on its own instead
             log.warning("could not list nodes (%s); reading each before its first write", e)
         finally:
             self.primed.set()
@@ -180,7 +180,7 @@ class KubePublisher:
         """Bring one Node to its record's decision now (tests, tools)."""
         await self.nodes.sync(name)
 
-    def _failed(self, name: str, e: KubeError) -> bool:
+    def _failed(self, name: str, e: ApiError) -> bool:
         """Note a failed write on the node's record; False: do not retry it."""
         rec = self.store.get(name)
         self.metrics.update_failures.labels(reason=e.reason).inc()
@@ -214,7 +214,7 @@ class KubePublisher:
                 continue
             try:
                 await self.resync()
-            except KubeError as e:
+            except ApiError as e:
                 log.warning("resync failed: %s", e)
 
     async def resync(self) -> None:

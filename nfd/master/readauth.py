@@ -12,8 +12,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from nfd.kube.errors import ApiError
 from nfd.master.auth import AuthError, bearer_token
-from nfd.master.kube import KubeApi, KubeError
+from nfd.master.kube import KubeApi
 from nfd.master.metrics import Metrics
 from nfd.master.settings import AuthSettings
 
@@ -95,7 +96,7 @@ class ReadAuthorizer:
             return hit[1]
         try:
             review = await self.api.token_review(token, [])
-        except KubeError as e:
+        except ApiError as e:
             log.warning("TokenReview failed: %s", e)
             raise AuthError(503, "cannot verify the token now") from None
         status = review.get("status") or {}
@@ -117,7 +118,7 @@ class ReadAuthorizer:
                 spec[field] = user[field]
         try:
             review = await self.api.subject_access_review(spec)
-        except KubeError as e:
+        except ApiError as e:
             log.warning("SubjectAccessReview failed: %s", e)
             raise AuthError(503, "cannot check the caller's rights now") from None
         status = review.get("status") or {}

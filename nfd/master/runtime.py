@@ -7,7 +7,8 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from nfd.kubeclient import NoClusterError, load_api_client
+from nfd.kube.config import NoClusterError, load
+from nfd.kube.heavy import api_client as make_api_client
 from nfd.master.auth import Authenticator
 from nfd.master.decide import Decider
 from nfd.master.gc import GarbageCollector
@@ -25,6 +26,7 @@ from nfd.master.rulewatch import RuleWatcher
 from nfd.master.service import MasterService
 from nfd.master.settings import MasterSettings
 from nfd.policy import Policy
+from nfd.settings import ConfigError
 from nfd.sources import FeatureSource, default_registry
 
 log = logging.getLogger(__name__)
@@ -176,11 +178,13 @@ def build_runtime(
     api: KubeApi | None = None
     client = api_client
     if client is None:
+        kubeconfig = settings.kube.kubeconfig
         try:
-            client = load_api_client(settings.kube.kubeconfig, settings.kube.parallelism + 6)
+            creds = load(str(kubeconfig) if kubeconfig else None)
+            client = make_api_client(creds, settings.kube.parallelism + 6)
         except NoClusterError:
             client = None
-        except ValueError as e:
+        except ConfigError as e:
             raise SetupError(str(e)) from None
     if client is not None:
         api = KubeApi(client, settings.kube, metrics)
@@ -255,6 +259,7 @@ def build_runtime(
             page_size=settings.kube.list_page_size,
             on_node=service.set_node_objects,
             on_synced=nodefeatures_synced,
+            features=service.store.features,
         )
     if settings.rules.rules_dir is not None:
         try:

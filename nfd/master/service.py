@@ -19,6 +19,7 @@ from nfd.features import Features
 from nfd.master.decide import Decider
 from nfd.master.featurestore import encode
 from nfd.master.metrics import Metrics
+from nfd.master.nodefeatures import Kept, ObjectKeeper
 from nfd.master.publisher import MemoryPublisher, Publisher
 from nfd.master.state import NodeRecord, NodeStore, now, shared
 from nfd.nodefeature import NodeFeatureObject, merge
@@ -67,9 +68,11 @@ class MasterService:
         self._last_reeval = 0.0
         self.min_reeval_interval = 1.0
         self.rules_synced = True
-        # Per node, from its NodeFeature objects (nfd.master.nodefeatures): the objects,
-        # and the labels they ask for (qualified name -> value).
-        self.node_objects: dict[str, list[NodeFeatureObject]] = {}
+        # Per node, from its NodeFeature objects (nfd.master.nodefeatures): the objects
+        # (their features in the store), and the labels they ask for (qualified name ->
+        # value).
+        self.objects = ObjectKeeper(self.store.features)
+        self.node_objects: dict[str, list[Kept]] = {}
         self._node_labels: dict[str, dict[str, str]] = {}
         self.own_namespace = ""
         # Called with a node's name when its (merged) features change or it goes.
@@ -135,12 +138,12 @@ class MasterService:
         objects (no worker of ours posts for it) gets a record of its own."""
         objs = list(objs)
         merged = merge(objs, self.own_namespace)
+        before = self.node_objects.pop(name, [])
+        self._node_labels.pop(name, None)
         if objs:
-            self.node_objects[name] = objs
+            self.node_objects[name] = [self.objects.keep(o) for o in objs]
             self._node_labels[name] = merged.labels
-        else:
-            self.node_objects.pop(name, None)
-            self._node_labels.pop(name, None)
+        self.objects.release(before)  # after: what the new objects share stays stored
         rec = self.store.get(name)
         if rec is None:
             if not objs:
@@ -207,9 +210,9 @@ class MasterService:
         ):
             return Submitted(rec, False)
         self.store.features.put(enc)
-        objs = self.node_objects.get(name)
-        if objs:
-            eff, load = self._merged(objs, Features.from_dict(features), enc)
+        kept = self.node_objects.get(name)
+        if kept:
+            eff, load = self._merged(self.objects.load(kept), Features.from_dict(features), enc)
         else:
             eff, load = enc, lambda: Features.from_dict(features)
         self.store.features.put(eff)
@@ -289,6 +292,11 @@ class MasterService:
         for rec in self.store:
             by_digest.setdefault(rec.digest, []).append(rec)
         for i, (digest, recs) in enumerate(by_digest.items()):
+            # Between the pauses below, workers change features and nodes go: a node no
+            # longer on this digest was decided anew by its own change (with these rules).
+            recs = [r for r in recs if r.digest == digest and self.store.nodes.get(r.name) is r]
+            if not recs:
+                continue
             cached: list[Features] = []
 
             def features(digest: str = digest, cached: list[Features] = cached) -> Features:

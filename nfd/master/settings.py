@@ -95,7 +95,7 @@ class PolicySettings:
 class KubeSettings:
     publish: bool = True
     kubeconfig: Path | None = field(default=None, metadata={"type": Path})
-    # Client-side write rate (see ratelimit.py): starts at ``qps`` and adapts to the API
+    # Client-side write rate (see nfd/kube/ratelimit.py): starts at ``qps`` and adapts to the API
     # server, down to ``min_qps`` on 429s or answers slower than ``slow_request_s``.
     # Upstream's fixed 10/s would keep a 10,000-node cluster waiting 17 minutes.
     qps: float = field(default=500.0, metadata={"gt": 0})
@@ -103,7 +103,7 @@ class KubeSettings:
     min_qps: float = field(default=5.0, metadata={"gt": 0})
     slow_request_s: float = field(default=2.0, metadata={"gt": 0})
     # Ceiling of the node writes in flight (and the number of node workers): the
-    # limiter's window grows to it while the API server answers fast (ratelimit.py).
+    # limiter's window grows to it while the API server answers fast (nfd/kube/ratelimit.py).
     parallelism: int = field(default=64, metadata={"ge": 1})
     request_timeout_s: float = field(default=10.0, metadata={"gt": 0})
     # Per-node retry backoff (exponential with jitter).

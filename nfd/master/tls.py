@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nfd.master.apierrors import (
+from nfd.kube.errors import (
+    ApiError,
     Conflict,
     Forbidden,
-    KubeError,
     NotFound,
     ServerError,
     TooManyRequests,
@@ -107,7 +107,7 @@ async def ensure_certificate(api: KubeApi, s: TLSSettings) -> Bundle:
                 log.warning("TLS: serving certificate re-issued (%s)", why)
         except Conflict:  # another replica wrote first: use what it wrote
             continue
-        except KubeError as e:
+        except ApiError as e:
             raise _error(e, f"write Secret {s.namespace}/{s.secret_name}") from None
         await _publish_ca(api, s, fresh.ca_cert)
         return fresh
@@ -153,7 +153,7 @@ async def keep_renewed(
         await asyncio.sleep(every_s)
         try:
             await renew_once(api, s, files, context)
-        except (KubeError, TLSError, OSError, ssl.SSLError) as e:
+        except (ApiError, TLSError, OSError, ssl.SSLError) as e:
             log.warning("TLS: cannot check the certificate for renewal now (%s); trying again later", e)
 
 
@@ -162,7 +162,7 @@ async def _read(api: KubeApi, kind: str, ns: str, name: str) -> dict[str, Any] |
         return await api.read_object(kind, ns, name)
     except NotFound:
         return None
-    except KubeError as e:
+    except ApiError as e:
         raise _error(e, f"read {kind} {ns}/{name}") from None
 
 
@@ -188,7 +188,7 @@ async def _publish_ca(api: KubeApi, s: TLSSettings, ca_cert: bytes) -> None:
             return
         except Conflict:
             continue
-        except KubeError as e:
+        except ApiError as e:
             raise _error(e, f"write ConfigMap {s.namespace}/{s.ca_configmap}") from None
     raise TLSError(f"ConfigMap {s.namespace}/{s.ca_configmap} kept changing under us ({ATTEMPTS} tries)")
 
@@ -227,7 +227,7 @@ def _secret_body(s: TLSSettings, b: Bundle, current: dict[str, Any] | None) -> d
     }
 
 
-def _error(e: KubeError, what: str) -> Exception:
+def _error(e: ApiError, what: str) -> Exception:
     if isinstance(e, Forbidden):
         return TLSError(f"cannot {what}: forbidden (the master's Role must allow it): {e}")
     if isinstance(e, (Unreachable, TooManyRequests, ServerError)):  # passing: retried

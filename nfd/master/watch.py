@@ -1,6 +1,7 @@
-"""The one list-then-watch loop, for every collection the master follows (Nodes,
-NodeFeatureRules, NodeFeatures, NodeFeatureGroups, the workers' pods): a paginated LIST,
-then a watch from its resourceVersion, with bookmarks, in a background thread. A watch
+"""The master's list-then-watch, for every collection it follows (Nodes,
+NodeFeatureRules, NodeFeatures, NodeFeatureGroups, the workers' pods): a paginated LIST
+on the event loop, then ``nfd.kube.listwatch``'s loop (the one the per-node agents use)
+watching from its resourceVersion, with bookmarks, in a background thread. A watch
 the server ends resumes at once from the last resourceVersion seen, and so does a broken
 one (after a backoff), so a change never costs a LIST; only an expired resourceVersion
 (410 Gone) lists again. What the objects mean is the owner's: ``on_list`` reads a
@@ -12,19 +13,19 @@ import asyncio
 import json
 import logging
 import threading
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
 from concurrent.futures import Future
 from typing import Any
 
 from nfd.backoff import Backoff
-from nfd.master.apierrors import KubeError, from_exception
+from nfd.kube.errors import ApiError
+from nfd.kube.heavy import from_exception
+from nfd.kube.listwatch import WatchLoop
 from nfd.master.kube import KubeApi, Resource
 
 log = logging.getLogger(__name__)
 
 Pages = AsyncIterator[list[dict[str, Any]]]  # the items of each page of one LIST
-GONE = 410
 
 
 def object_key(obj: dict[str, Any]) -> tuple[str, str]:
@@ -67,12 +68,13 @@ class ListWatch:
         self._resp: Any = None  # the watch response being read
         self._loop: asyncio.AbstractEventLoop | None = None
         self._relisting: Future[None] | None = None  # the thread's LIST on the event loop
+        self._watcher: WatchLoop | None = None
 
     async def start(self) -> None:
         """List, then watch; a LIST that fails is tried again in the background."""
         try:
             await self.relist()
-        except KubeError as e:
+        except ApiError as e:
             log.warning("cannot list %s yet (%s); trying again in the background", self.resource.plural, e)
         self.watch_in_background()
 
@@ -102,7 +104,7 @@ class ListWatch:
 
     async def relist(self) -> None:
         """One paginated LIST through ``on_list``; the watch goes on from its
-        resourceVersion. Raises KubeError."""
+        resourceVersion. Raises ApiError."""
         rv = ""
 
         async def pages() -> Pages:
@@ -111,7 +113,7 @@ class ListWatch:
                 async for page in self.api.pages(self.resource, limit=self.page_size):
                     rv = rv or str((page.get("metadata") or {}).get("resourceVersion") or "")
                     yield [o for o in page.get("items") or [] if isinstance(o, dict)]
-            except KubeError as e:
+            except ApiError as e:
                 # Once listed, a 403 is a rights problem that may pass (an RBAC change
                 # being rolled out): keep what was listed and try again, rather than take
                 # every object away. A 404 means the CRD went, and its objects with it.
@@ -122,6 +124,8 @@ class ListWatch:
 
         await self.on_list(pages())
         self._rv, self.live = rv, True
+        if self._watcher is not None:  # a LIST asked for here: the watch goes on from it
+            self._watcher.resource_version = rv
         if not self.synced:
             self.synced = True
             if self.on_synced is not None:
@@ -129,31 +133,27 @@ class ListWatch:
 
     def _run(self) -> None:
         assert self._loop is not None
-        # A few clients (the master's replicas), not a fleet: exact steps.
-        backoff, expired = Backoff(initial=0.5, cap=30.0, jitter=0), not self.synced
-        while not self._stop.is_set():
-            if not expired:
-                began = time.monotonic()
-                try:
-                    if self._watch():
-                        backoff.reset()
-                    # The server ended the watch (its timeout): resume at once, unless it
-                    # ended as soon as it began (a server that ends each one is not hammered).
-                    if time.monotonic() - began > 1.0:
-                        continue
-                except Exception as e:
-                    err = from_exception(e)
-                    log.info("%s watch interrupted: %s", self.resource.plural, err)
-                    self.live = False
-                    expired = err.status == GONE or self.relist_after_break
-            if self._stop.wait(backoff.next_delay()):
-                return
-            if expired:
-                try:
-                    self._relist_from_thread()
-                    expired = False
-                except Exception as e:
-                    log.info("%s relist failed: %s", self.resource.plural, e)
+        loop = self._loop
+
+        def relist() -> str:
+            self._relist_from_thread()
+            return self._rv
+
+        def broken() -> None:
+            self.live = False
+
+        self._watcher = WatchLoop(
+            name=self.resource.plural,
+            relist=relist,
+            open_watch=self._events,
+            on_event=lambda kind, obj: loop.call_soon_threadsafe(self.on_event, kind, obj),
+            # A few clients (the master's replicas), not a fleet: exact steps.
+            backoff=Backoff(initial=0.5, cap=30.0, jitter=0),
+            stop=self._stop,
+            relist_after_break=self.relist_after_break,
+            on_broken=broken,
+        )
+        self._watcher.run(self._rv if self.synced else "")
 
     def _relist_from_thread(self) -> None:
         """``relist`` on the event loop, waited for to its end: a slow LIST is never
@@ -168,34 +168,25 @@ class ListWatch:
         finally:
             self._relisting = None
 
-    def _watch(self) -> bool:
-        """One watch, until the server ends it or it breaks (raises); whether any event
-        came. Each event is handed to the event loop."""
+    def _events(self, rv: str) -> Iterator[dict[str, Any]]:
+        """One watch from ``rv``, its events decoded, until the server ends it or it
+        breaks (ApiError)."""
         from kubernetes.watch.watch import iter_resp_lines
 
-        assert self._loop is not None
-        got = False
-        self._resp = resp = self.api.open_watch(self.resource, self._rv)
+        try:
+            self._resp = resp = self.api.open_watch(self.resource, rv)
+        except Exception as e:
+            raise from_exception(e) from None
         try:
             if self._stop.is_set():  # stopped while it opened, too soon to shut it down
-                return got
+                return
             for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
-                if self._stop.is_set():
-                    break
-                ev = json.loads(line) if line else {}
-                kind, obj = str(ev.get("type")), ev.get("object")
-                if not isinstance(obj, dict):
-                    continue
-                if kind == "ERROR":  # 410 Gone (expired) and the like
-                    raise KubeError(int(obj.get("code") or 0) or None, str(obj.get("message") or obj))
-                rv = (obj.get("metadata") or {}).get("resourceVersion")
-                if rv:
-                    self._rv = str(rv)
-                if kind != "BOOKMARK":
-                    self._loop.call_soon_threadsafe(self.on_event, kind, obj)
-                got = True
+                yield json.loads(line) if line else {}
+        except ApiError:
+            raise
+        except Exception as e:
+            raise from_exception(e) from None
         finally:
             self._resp = None
             resp.close()  # a stream left midway must not go back to the pool as it is
             resp.release_conn()
-        return got

@@ -5,7 +5,7 @@ runs once more after that worker is done: the newest decision is read when the n
 turn comes, so older ones are never written. A failed run is retried with exponential
 backoff and jitter, honouring the API server's Retry-After; new work for the node cuts
 the wait short. While ``ready()`` is false names are parked, and run on ``release()``.
-The write rate itself is the client's (``ratelimit``), shared by every call.
+The write rate itself is the client's (``nfd.kube.ratelimit``), shared by every call.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Iterable
 
-from nfd.master.apierrors import KubeError
+from nfd.kube.errors import ApiError
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ class WorkQueue:
         *,
         handle: Callable[[str], Awaitable[None]],
         ready: Callable[[], bool],
-        on_failure: Callable[[str, KubeError], bool],
+        on_failure: Callable[[str, ApiError], bool],
         on_depth: Callable[[int], None],
         workers: int,
         backoff_base_s: float,
@@ -136,17 +136,17 @@ class WorkQueue:
     async def _run(self, name: str) -> None:
         try:
             await self._handle(name)
-        except KubeError as e:
+        except ApiError as e:
             self._failed(name, e)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # a bug must not kill the worker; retry like a fault
             log.exception("node %s: unexpected error while publishing", name)
-            self._failed(name, KubeError(None, f"{type(e).__name__}: {e}"))
+            self._failed(name, ApiError(None, f"{type(e).__name__}: {e}"))
         else:
             self._attempts.pop(name, None)
 
-    def _failed(self, name: str, e: KubeError) -> None:
+    def _failed(self, name: str, e: ApiError) -> None:
         if not self._on_failure(name, e):  # retrying cannot help (no such Node)
             self._attempts.pop(name, None)
             return

@@ -7,15 +7,15 @@ registers itself on import, and a second source of the same name is refused.
 
 from __future__ import annotations
 
-from nfd.lazylog import get_logger
+import logging
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
 
     from nfd.sources.protocols import FeatureSource as FeatureSource
 
-log = get_logger(__name__)
+log = logging.getLogger(__name__)
 
 
 def __getattr__(name: str) -> object:

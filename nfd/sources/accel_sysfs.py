@@ -3,18 +3,20 @@ about PCI functions, and the ``.present``/``.count`` labels of a group of device
 
 from __future__ import annotations
 
-from nfd import hostfiles
-from nfd.chars import HEX, only
-from nfd.hostfiles import link_name, list_dir, read_line
-from nfd.record import Record
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+from nfd import hostfiles
+from nfd.hostfiles import link_name, list_dir, read_line
+
 if TYPE_CHECKING:
     from nfd.features import Labels
     from nfd.hostroot import HostRoot
 
 
-class PciFunction(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class PciFunction:
     address: str  # "0000:18:00.0"
     pci_class: str  # six hex digits, "030200"
     vendor: str  # four hex digits, "10de"
@@ -78,7 +80,7 @@ def _modalias_ids(text: str) -> tuple[str, ...] | None:
     ):
         return None
     ids = (text[9:13], text[18:22], text[28:32], text[38:42], text[44:46], text[48:50], text[51:53])
-    return ids if only("".join(ids), HEX) else None
+    return ids if re.fullmatch(r"[0-9a-fA-F]*", "".join(ids)) else None
 
 
 def _identity(d: str) -> tuple[str, str, str, str, str] | None:

@@ -11,23 +11,24 @@ read on every discovery.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from nfd.chars import NAME_CHARS, is_label_value, replace_others
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostfiles import list_dir, read_bytes, read_line, read_text
 from nfd.hostroot import HostRoot
-from nfd.lazylog import get_logger
-from nfd.record import Record, field
+from nfd.policy import label_value_error
 from nfd.sources.cpuid_names import UNKNOWN_VENDOR, X86Facts, decode, facts_from_cpuinfo, hypervisor_label
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
     from nfd.sources.cpu_pyinfo import CpuInfo
     from nfd.sources.cpuid_x86 import CpuidReader
 
-log = get_logger(__name__)
+log = logging.getLogger(__name__)
 
 # Security attributes kept for rules (extended resources) but never labelled, as upstream.
 _SECURITY_NO_LABEL = frozenset({"tdx.total_keys", "sgx.epc", "sev.encrypted_state_ids", "sev.asids"})
@@ -47,7 +48,8 @@ def normalize_arch(machine: str) -> str:
     return m or "unknown"
 
 
-class StaticFacts(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class StaticFacts:
     """What one read of the CPU gives; kept for the source instance's lifetime."""
 
     arch: str
@@ -207,7 +209,7 @@ class CpuSource:
             labels["coprocessor.nx_gzip"] = nx
         # Hybrid parts (not in upstream v0.19): which logical CPUs are of each core type.
         for kind, cpus in attrs.get("cpu.hybrid", {}).items():
-            if is_label_value(cpus):
+            if label_value_error(cpus) is None:
                 labels[kind] = cpus
         return labels
 
@@ -224,7 +226,7 @@ def _hypervisor(host: HostRoot, st: StaticFacts) -> str:
             if "Control Program:" in line:
                 value = line.split(":", 1)[1].strip()
                 if value:
-                    return replace_others(value, NAME_CHARS, "_", runs=True)
+                    return re.sub(r"[^A-Za-z0-9_.-]+", "_", value)
                 break
     if st.x86 is not None and st.x86.is_vm:
         return hypervisor_label(st.x86) if st.x86.source == "cpuid" else "unknown"

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import struct
 import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from nfd.record import Record
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
@@ -129,7 +128,8 @@ ARM_IMPLEMENTERS = {
 }  # fmt: skip
 
 
-class ArmModel(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class ArmModel:
     vendor: str
     family: int
     model: int

@@ -10,19 +10,20 @@ runs on, never for a ``--host-root`` copy of another node.
 
 from __future__ import annotations
 
-from nfd.chars import is_name
+import logging
+from typing import TYPE_CHECKING
+
 from nfd.hostfiles import read_line
 from nfd.hostroot import HostRoot
-from nfd.lazylog import get_logger
+from nfd.policy import label_value_error
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
     CpuInfo = Callable[[], Mapping[str, Any]]
 
-log = get_logger(__name__)
+log = logging.getLogger(__name__)
 
 
 def py_cpuinfo() -> Mapping[str, Any]:
@@ -44,7 +45,7 @@ def flags_from_cpuinfo_report(info: CpuInfo = py_cpuinfo) -> frozenset[str]:
     flags = report.get("flags")
     if not isinstance(flags, list):
         return frozenset()
-    return frozenset(f.upper() for f in flags if isinstance(f, str) and is_name(f) and len(f) <= 63)
+    return frozenset(f.upper() for f in flags if isinstance(f, str) and f and label_value_error(f) is None)
 
 
 def other_arch_flags(host: HostRoot, info: CpuInfo | None = None) -> list[str]:

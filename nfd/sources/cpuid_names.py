@@ -13,10 +13,10 @@ Pure functions over a :class:`~nfd.sources.cpuid_x86.CpuidReader`: no I/O of the
 
 from __future__ import annotations
 
-from nfd.chars import NAME_CHARS, replace_others
-from nfd.record import Record, field
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Protocol
@@ -159,7 +159,8 @@ def level_flags(level: int) -> list[str]:
     return [f"X86_64_V{n}" for n in range(1, level + 1)]
 
 
-class X86Facts(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class X86Facts:
     """What one CPUID read of an x86 CPU gives the cpu source."""
 
     vendor: str = UNKNOWN_VENDOR  # klauspost Vendor name: Intel, AMD, Hygon, VendorUnknown ...
@@ -500,5 +501,5 @@ def hypervisor_label(facts: X86Facts) -> str:
     """cpu.model hypervisor value for an x86 guest, as upstream derives it."""
     if facts.hypervisor_vendor != UNKNOWN_VENDOR:
         return facts.hypervisor_vendor.lower()
-    clean = replace_others(facts.hypervisor_string, NAME_CHARS, "_", runs=True)
+    clean = re.sub(r"[^A-Za-z0-9_.-]+", "_", facts.hypervisor_string)
     return clean or "unknown"

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from typing import Any

@@ -16,17 +16,18 @@ skipped; the other rules still apply.
 
 from __future__ import annotations
 
+import logging
+from typing import TYPE_CHECKING
+
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostRoot
-from nfd.lazylog import get_logger
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any
 
-log = get_logger(__name__)
+log = logging.getLogger(__name__)
 
 BUILTIN_RULES: tuple[Mapping[str, Any], ...] = (
     {

@@ -16,11 +16,12 @@ Labels: ``fpga-device.present``/``.count`` and ``fpga-<vendor>.present``/``.coun
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from nfd.features import Features
 from nfd.hostfiles import exists, link_name, list_dir, read_line
 from nfd.sources.accel_sysfs import pci_functions, presence_labels
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
 if TYPE_CHECKING:
     from nfd.config import SourcesConfig
     from nfd.features import Instance, Labels

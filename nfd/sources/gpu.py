@@ -19,13 +19,14 @@ docs/accelerators.md is the reference.
 
 from __future__ import annotations
 
+import logging
+from typing import TYPE_CHECKING
+
 from nfd.features import Features
 from nfd.hostfiles import read_line
-from nfd.lazylog import get_logger
 from nfd.sources.accel_sysfs import numa_node, pci_functions, presence_labels
 from nfd.sources.gpu_drm import drm_cards, drm_labels
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from nfd.sources.accel_sysfs import PciFunction
     from nfd.sources.nvml import GpuInfo, Nvml, NvmlSnapshot
 
-log = get_logger(__name__)
+log = logging.getLogger(__name__)
 
 NVIDIA = "10de"
 # PCI classes that are GPUs: VGA, 3D controller, other display controller.

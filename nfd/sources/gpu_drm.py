@@ -4,10 +4,11 @@ GPUs from the same cards."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from nfd.hostfiles import link_name, list_dir, numa_node, read_line
 from nfd.sources.accel_sysfs import hex_id, presence_labels
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
 if TYPE_CHECKING:
     from nfd.features import Instance, Labels
     from nfd.hostroot import HostPath, HostRoot

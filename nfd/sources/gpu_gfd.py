@@ -5,10 +5,10 @@ names, architecture families). docs/accelerators.md is the reference."""
 
 from __future__ import annotations
 
-from nfd.chars import ALNUM, keep_only
-from nfd.lazylog import get_logger
+import logging
+import re
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from nfd.features import Features, Instance, Labels
 
 # Records go out under the gpu source's name: these are its labels.
-log = get_logger("nfd.sources.gpu")
+log = logging.getLogger(__name__)
 
 # nvmlDeviceArchitecture_t -> GFD's family names.
 NVML_ARCHITECTURES: dict[int, str] = {
@@ -54,12 +54,12 @@ def sanitise(part: str) -> str:
     """GFD's product-name cleaning: drop characters other than letters, digits, ``-_.``
     and space, then join the words with ``-`` ("NVIDIA H100 80GB HBM3" ->
     "NVIDIA-H100-80GB-HBM3")."""
-    return "-".join(keep_only(part, ALNUM + "-_. ").split())
+    return "-".join(re.sub(r"[^A-Za-z0-9_. -]", "", part).split())
 
 
 def _label_value(text: str) -> str:
     """Make a free-form value a valid label value (63 characters, alphanumeric ends)."""
-    v = keep_only(text.replace(" ", "-"), ALNUM + "-_.")[:63]
+    v = re.sub(r"[^A-Za-z0-9_.-]", "", text.replace(" ", "-"))[:63]
     return v.strip("-_.")
 
 

@@ -13,14 +13,15 @@ Features (upstream's names):
 
 from __future__ import annotations
 
+import logging
+import re
+
 from nfd import hostfiles
-from nfd.chars import NAME_CHARS, replace_others
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostPath, HostRoot
-from nfd.lazylog import get_logger
 
-log = get_logger("nfd.sources")
+log = logging.getLogger(__name__)
 
 _PIECE = 16384  # bytes of the kernel config parsed at a time
 
@@ -28,7 +29,7 @@ _PIECE = 16384  # bytes of the kernel config parsed at a time
 def parse_version(release: str) -> dict[str, str]:
     """``full`` as a valid label value, and its numeric parts. Parts that the release
     string lacks are empty strings, as upstream has them."""
-    full = replace_others(release.strip(), NAME_CHARS, "_").strip("-_.")
+    full = re.sub(r"[^A-Za-z0-9_.-]", "_", release.strip()).strip("-_.")
     out = {"full": full}
     # MAJOR[.MINOR[.REVISION]][-anything]
     numbers = full.partition("-")[0].split(".")

@@ -22,18 +22,18 @@ removed feature hooks.
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from nfd import hostfiles
 from nfd.chars import printable
 from nfd.config import SourcesConfig
 from nfd.features import Features, Labels
 from nfd.hostroot import HostPath, HostRoot
-from nfd.lazylog import get_logger
-from nfd.record import Record, field
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from collections.abc import Callable
     from datetime import datetime
@@ -42,13 +42,14 @@ if TYPE_CHECKING:
     # when a file has an expiry-time directive.
     Now = datetime | Callable[[], datetime]
 
-log = get_logger("nfd.sources")
+log = logging.getLogger(__name__)
 
 MAX_FILE_SIZE = 64 * 1024
 DIRECTIVE_PREFIX = "# +"
 
 
-class ParsedFile(Record):
+@dataclass(slots=True)
+class ParsedFile:
     features: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)

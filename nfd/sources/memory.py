@@ -14,15 +14,15 @@ Labels: ``numa``, ``swap`` (upstream's code says ``swap``, its docs ``swap.enabl
 
 from __future__ import annotations
 
+import logging
 import os
 
 from nfd import hostfiles
 from nfd.config import SourcesConfig
 from nfd.features import Features, Instance, Labels
 from nfd.hostroot import HostRoot
-from nfd.lazylog import get_logger
 
-log = get_logger("nfd.sources")
+log = logging.getLogger(__name__)
 
 _BINARY_SUFFIXES = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 

@@ -15,15 +15,15 @@ Labels: ``sriov.capable`` (a device with ``sriov_totalvfs`` > 0), ``sriov.config
 
 from __future__ import annotations
 
+import logging
 import os
 
 from nfd import hostfiles
 from nfd.config import SourcesConfig
 from nfd.features import Features, Instance, Labels
 from nfd.hostroot import HostRoot
-from nfd.lazylog import get_logger
 
-log = get_logger("nfd.sources")
+log = logging.getLogger(__name__)
 
 _COMMON_ATTRS = ("operstate", "speed", "mtu")
 _DEVICE_ATTRS = ("device/sriov_numvfs", "device/sriov_totalvfs")

@@ -13,10 +13,9 @@ callers never hold NVML handles.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from nfd.record import Record
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (discover's path)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from typing import Protocol
@@ -41,7 +40,8 @@ class NvmlError(Exception):
     """One NVML call failed on a usable NVML (a GPU fell off the bus, ...)."""
 
 
-class MigDeviceInfo(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class MigDeviceInfo:
     """One MIG device (a compute instance inside a GPU instance) of a GPU."""
 
     index: int  # slot on the parent GPU, as nvmlDeviceGetMigDeviceHandleByIndex counts
@@ -61,7 +61,8 @@ class MigDeviceInfo(Record, frozen=True):
     profile: str = ""
 
 
-class GpuInfo(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
     """One full GPU as NVML sees it."""
 
     index: int
@@ -86,7 +87,8 @@ class GpuInfo(Record, frozen=True):
         return sysfs_pci_address(self.pci_bus_id)
 
 
-class NvmlSnapshot(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class NvmlSnapshot:
     driver_version: str  # "550.54.15"
     cuda_driver_version: int  # 12040 for CUDA 12.4, as nvmlSystemGetCudaDriverVersion says
     gpus: tuple[GpuInfo, ...] = ()
@@ -96,7 +98,8 @@ class NvmlSnapshot(Record, frozen=True):
         return self.cuda_driver_version // 1000, (self.cuda_driver_version % 1000) // 10
 
 
-class XidEvent(Record, frozen=True):
+@dataclass(frozen=True, slots=True)
+class XidEvent:
     """A critical XID error NVML reported for a GPU (or one MIG device of it)."""
 
     uuid: str  # the full GPU's UUID

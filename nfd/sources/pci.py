@@ -12,19 +12,19 @@ starts with an entry of ``deviceClassWhitelist``, fields from ``deviceLabelField
 
 from __future__ import annotations
 
+import logging
 import os
+from typing import TYPE_CHECKING
 
 from nfd import hostfiles
 from nfd.config import SourcesConfig
 from nfd.features import Features, Instance, Labels
 from nfd.hostroot import HostRoot
-from nfd.lazylog import get_logger
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (startup time)
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-log = get_logger("nfd.sources")
+log = logging.getLogger(__name__)
 
 MANDATORY_ATTRS = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device")
 OPTIONAL_ATTRS = ("sriov_totalvfs", "iommu_group/type", "iommu/intel-iommu/version")

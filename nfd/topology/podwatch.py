@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nfd.backoff import Backoff
+from nfd.kube.listwatch import WatchLoop, pages, watch_path
+from nfd.kube.transport import Transport, path
 from nfd.policy import scaled_quantity
-from nfd.topology.kubeapi import KubeApi, path
 
 log = logging.getLogger("nfd.topology")
 
@@ -114,7 +115,7 @@ class PodWatch:
     changes its requests while running."""
 
     def __init__(
-        self, api: KubeApi, node_name: str, *, on_change: Callable[[], None], timeout: int = 300
+        self, api: Transport, node_name: str, *, on_change: Callable[[], None], timeout: int = 300
     ) -> None:
         self.api = api
         self.node_name = node_name
@@ -160,15 +161,17 @@ class PodWatch:
         self._stop.set()
         self._wake.set()
 
-    def _url(self, **query: str) -> str:
-        return path("api", "v1", "pods", fieldSelector=f"spec.nodeName={self.node_name}", **query)
+    def _path(self) -> str:
+        return path("api", "v1", "pods", fieldSelector=f"spec.nodeName={self.node_name}")
 
     def _list(self) -> str:
-        body = self.api.request("GET", self._url())
         pods = {}
-        for pod in body.get("items") or []:
-            meta = pod.get("metadata") or {}
-            pods[(meta.get("namespace", ""), meta.get("name", ""))] = _pod(pod)
+        rv = ""
+        for page in pages(self.api, self._path(), limit=500):
+            rv = rv or str((page.get("metadata") or {}).get("resourceVersion") or "")
+            for pod in page.get("items") or []:
+                meta = pod.get("metadata") or {}
+                pods[(meta.get("namespace", ""), meta.get("name", ""))] = _pod(pod)
         with self._lock:
             changed = pods != self._pods
             self._pods = pods
@@ -176,7 +179,7 @@ class PodWatch:
         self._wake.set()
         if changed:
             self.on_change()
-        return str((body.get("metadata") or {}).get("resourceVersion") or "")
+        return rv
 
     def _apply(self, kind: str, pod: dict[str, Any]) -> None:
         meta = pod.get("metadata") or {}
@@ -191,34 +194,18 @@ class PodWatch:
         if (before is None) != (after is None) or (before and after and before.counted() != after.counted()):
             self.on_change()
 
-    def _watch(self, rv: str) -> str:
-        url = self._url(
-            watch="1", resourceVersion=rv, allowWatchBookmarks="true", timeoutSeconds=str(self.timeout)
-        )
-        for ev in self.api.watch(url, timeout=self.timeout + 30):
-            if self._stop.is_set():
-                break
-            obj = ev.get("object") or {}
-            if ev.get("type") == "ERROR":
-                raise RuntimeError(obj.get("message") or "watch error")
-            rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
-            if ev.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                self._apply(ev["type"], obj)
-        return rv
-
     def _run(self) -> None:
-        backoff = Backoff(initial=1.0, cap=60.0, jitter=0)
-        rv = ""
-        while not self._stop.is_set():
-            try:
-                if not rv:
-                    rv = self._list()
-                rv = self._watch(rv)
-                backoff.reset()
-            except Exception as e:  # a watch ends for many reasons: list again, watch again
-                delay = backoff.next_delay()
-                log.info(
-                    "pod watch for node %s interrupted: %s; listing again in %.0fs", self.node_name, e, delay
-                )
-                rv = ""
-                self._stop.wait(delay)
+        # A pod that came or went while the watch was broken would be missed by a
+        # resumed watch only if its events expired meanwhile; a node's pods are a
+        # small LIST, so a break lists again.
+        WatchLoop(
+            name=f"pod watch for node {self.node_name}",
+            relist=self._list,
+            open_watch=lambda rv: self.api.watch(
+                watch_path(self._path(), rv, self.timeout), timeout=self.timeout + 30
+            ),
+            on_event=self._apply,
+            backoff=Backoff(initial=1.0, cap=60.0, jitter=0),
+            stop=self._stop,
+            relist_after_break=True,
+        ).run()

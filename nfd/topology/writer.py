@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from nfd.kube.errors import ApiError, Conflict, NotFound
+from nfd.kube.transport import Transport, path
 from nfd.topology import nrt
-from nfd.topology.kubeapi import ApiError, KubeApi, path
 
 log = logging.getLogger("nfd.topology")
 
@@ -24,7 +25,7 @@ class WriteError(Exception):
 
 
 class NrtWriter:
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: Transport) -> None:
         self.api = api
         self._stored: dict[str, Any] | None = None
         self._known = False  # whether _stored reflects the server
@@ -43,9 +44,9 @@ class NrtWriter:
     def _get(self, name: str) -> dict[str, Any] | None:
         try:
             return self.api.request("GET", path(*_BASE, name))
+        except NotFound:
+            return None
         except ApiError as e:
-            if e.status == 404:
-                return None
             raise WriteError(f"reading NodeResourceTopology {name}: {e.message}") from None
 
     def write(self, obj: dict[str, Any]) -> bool:
@@ -58,17 +59,17 @@ class NrtWriter:
                 return False
             try:
                 if self._stored is None:
-                    self._stored = self.api.request("POST", path(*_BASE), obj)
+                    self._stored = self.api.request("POST", path(*_BASE), body=obj)
                 else:
                     meta = {**(self._stored.get("metadata") or {}), **obj["metadata"]}
                     # Keeps resourceVersion (optimistic concurrency) and what others set.
-                    self._stored = self.api.request("PUT", path(*_BASE, name), {**obj, "metadata": meta})
+                    self._stored = self.api.request("PUT", path(*_BASE, name), body={**obj, "metadata": meta})
                 self.writes += 1
                 return True
+            except (NotFound, Conflict):  # someone else created, changed or deleted it
+                self._stored = self._get(name)
+                continue
             except ApiError as e:
-                if e.status in (404, 409):  # someone else created, changed or deleted it
-                    self._stored = self._get(name)
-                    continue
                 self._known = False  # it may or may not have landed: read again next time
                 raise WriteError(f"writing NodeResourceTopology {name}: {e.message}") from None
         raise WriteError(f"writing NodeResourceTopology {name}: kept conflicting")

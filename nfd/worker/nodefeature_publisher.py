@@ -3,8 +3,8 @@ worker writes its features as the NodeFeature object upstream's nfd-worker write
 ``nfd.nodefeature.for_worker``), so upstream's nfd-master can consume nfd's worker.
 
 It answers the master client's two calls (``put_features``, ``heartbeat``) so the pass
-loop does not know which it talks to. Imported only when the mode is on: the default
-worker never loads ``kubernetes``.
+loop does not know which it talks to. It talks through ``nfd.kube``'s light transport:
+a worker never loads ``kubernetes``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from nfd.features import Features
+from nfd.kube.errors import ApiError, NotFound, Unreachable
+from nfd.kube.transport import Transport, path
 from nfd.nodefeature import GROUP, PLURAL, VERSION, for_worker
-from nfd.worker.client import DEFAULT_TIMEOUT, MasterUnreachable, Reply
+from nfd.worker.client import MasterUnreachable, Reply
 
 log = logging.getLogger(__name__)
 
@@ -24,50 +26,33 @@ log = logging.getLogger(__name__)
 class NodeFeaturePublisher:
     def __init__(
         self,
+        api: Transport,
         *,
         namespace: str,
         labels_of: Callable[[Features], Mapping[str, str]],
         pod_name: str = "",
         pod_uid: str = "",
-        kubeconfig: str | None = None,
-        api_client: Any = None,
-        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        from kubernetes import client, config
-
-        if api_client is None:
-            try:
-                config.load_incluster_config()  # type: ignore[no-untyped-call]
-                api_client = client.ApiClient()
-            except config.ConfigException:
-                api_client = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-        self.api_client = api_client
-        self.custom = client.CustomObjectsApi(api_client)
+        # The transport's timeout is the master client's: an API server that does not
+        # answer costs the pass a timeout (the worker backs off and tries again), never a
+        # pass that does not end.
+        self.api = api
         self.namespace = namespace
         self.labels_of = labels_of
         self.pod_name, self.pod_uid = pod_name, pod_uid
         self.base_url = f"NodeFeature API ({namespace})"
-        # As the master client's: an API server that does not answer costs the pass a
-        # timeout (the worker backs off and tries again), never a pass that does not end.
-        self.timeout = timeout
         self._written: str = ""  # the spec last written, as canonical JSON
 
-    def _get(self, node: str) -> dict[str, Any] | None:
-        from kubernetes.client.exceptions import ApiException
+    def _path(self, *name: str) -> str:
+        return path("apis", GROUP, VERSION, "namespaces", self.namespace, PLURAL, *name)
 
+    def _get(self, node: str) -> dict[str, Any] | None:
         try:
-            got = self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, PLURAL, node, _request_timeout=self.timeout
-            )
-            return got if isinstance(got, dict) else None
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise
+            return self.api.request("GET", self._path(node))
+        except NotFound:
+            return None
 
     def put_features(self, node: str, body: dict[str, Any]) -> Reply:
-        from kubernetes.client.exceptions import ApiException
-
         features = Features.from_dict(body.get("features") or {})
         obj = for_worker(
             node=node,
@@ -81,39 +66,33 @@ class NodeFeaturePublisher:
         try:
             current = self._get(node)
             if current is None:
-                self.custom.create_namespaced_custom_object(
-                    GROUP, VERSION, self.namespace, PLURAL, obj, _request_timeout=self.timeout
-                )
+                self.api.request("POST", self._path(), body=obj)
             else:
                 # A replace, not a merge patch: a merge would keep features that are gone.
                 obj["metadata"]["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
-                self.custom.replace_namespaced_custom_object(
-                    GROUP, VERSION, self.namespace, PLURAL, node, obj, _request_timeout=self.timeout
-                )
-        except ApiException as e:
+                self.api.request("PUT", self._path(node), body=obj)
+        except Unreachable as e:  # connection refused, TLS, timeouts
+            raise MasterUnreachable(str(e)) from None
+        except ApiError as e:
             # 409: changed under us; the next pass writes again. Others: as the master's.
-            return Reply(e.status or 500, {"detail": f"NodeFeature {self.namespace}/{node}: {e.reason}"})
-        except Exception as e:  # connection refused, TLS, timeouts
-            raise MasterUnreachable(f"{type(e).__name__}: {e}") from None
+            return Reply(e.status or 500, {"detail": f"NodeFeature {self.namespace}/{node}: {e.message}"})
         self._written = spec
         return Reply(200, {"labels": obj["spec"]["labels"]})
 
     def heartbeat(self, node: str, digest: str) -> Reply:
         """Known while the object still holds what this worker wrote (someone may have
         deleted or edited it)."""
-        from kubernetes.client.exceptions import ApiException
-
         try:
             current = self._get(node)
-        except ApiException as e:
-            return Reply(e.status or 500, {"detail": str(e.reason)})
-        except Exception as e:
-            raise MasterUnreachable(f"{type(e).__name__}: {e}") from None
+        except Unreachable as e:
+            raise MasterUnreachable(str(e)) from None
+        except ApiError as e:
+            return Reply(e.status or 500, {"detail": e.message})
         spec = json.dumps((current or {}).get("spec"), sort_keys=True)
         return Reply(200, {"known": current is not None and spec == self._written})
 
     def close(self) -> None:
-        self.api_client.close()
+        self.api.close()
 
 
 class Both:

@@ -63,10 +63,24 @@ def test_whitelist_is_a_search_on_the_name_part() -> None:
         ("ok", "x" * 64),
         ("ok", "bad value"),
         ("UP.case/x", "1"),
+        ("ok-", "1"),
+        ("ok", "-v"),
+        ("ok", "v\n"),  # a whole match: no line end slips through
+        ("é", "1"),  # ASCII only, as Kubernetes' expressions
+        ("ok", "٣"),
+        ("a..b.io/x", "1"),
     ],
 )
 def test_invalid_names_and_values_are_rejected(name: str, value: str) -> None:
     assert check_label(qualify(name), value) is not None
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("a", ""), ("a.b_c-d", "A-9.z_Y"), ("vendor-1.io/X", "1"), ("x" * 63, "y" * 63), ("9", "0")],
+)
+def test_valid_names_and_values_pass(name: str, value: str) -> None:
+    assert check_label(qualify(name), value) is None
 
 
 def test_bad_whitelist_regex() -> None:

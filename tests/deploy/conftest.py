@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +14,12 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 OVERLAYS = sorted(p.parent.name for p in (DEPLOY / "overlays").glob("*/kustomization.yaml"))
+COMPONENTS = sorted(p.parent.name for p in (DEPLOY / "components").glob("*/kustomization.yaml"))
+# The base with every component at once, as an operator's own overlay combines them.
+COMBINED = "combined"
 # Every kustomization shipped: the install's overlays, and deploy/prune (the uninstall Job).
 PRUNE = "prune"
-KUSTOMIZATIONS = [*OVERLAYS, PRUNE]
+KUSTOMIZATIONS = [*OVERLAYS, COMBINED, PRUNE]
 
 
 def kubectl() -> str:
@@ -27,8 +32,19 @@ def kubectl() -> str:
 
 
 def build(name: str) -> list[dict[str, Any]]:
-    """An overlay, or ``PRUNE``, rendered."""
-    path = DEPLOY / PRUNE if name == PRUNE else DEPLOY / "overlays" / name
+    """An overlay, ``COMBINED`` or ``PRUNE``, rendered."""
+    if name == COMBINED:
+        with tempfile.TemporaryDirectory() as tmp:
+            parts = [os.path.relpath(DEPLOY / "components" / c, tmp) for c in COMPONENTS]
+            base = os.path.relpath(DEPLOY / "base", tmp)
+            Path(tmp, "kustomization.yaml").write_text(
+                f"resources: [{base}]\ncomponents: [{', '.join(parts)}]\n"
+            )
+            return _render(Path(tmp))
+    return _render(DEPLOY / PRUNE if name == PRUNE else DEPLOY / "overlays" / name)
+
+
+def _render(path: Path) -> list[dict[str, Any]]:
     out = subprocess.run(
         [kubectl(), "kustomize", str(path)],
         capture_output=True, text=True, timeout=120, check=True,

@@ -69,3 +69,22 @@ def test_driver_and_worker_read_one_config_and_kubelet_dirs_are_mounted(
     worker = pod_spec(find(docs, "DaemonSet", "nfd-worker"))
     w = next(x for x in worker["containers"] if x["name"] == "nfd-worker")
     assert Path(flag(w["args"], "--device-plugin-config") or "") == Path(flag(c["args"], "--config") or "")
+
+
+def test_the_driver_updates_side_by_side_and_is_ready_once_registered(
+    built: dict[str, list[dict[str, Any]]],
+) -> None:
+    """A rolling update starts the new pod beside the old one (sockets named with the
+    pod's UID, which the downward API hands over) and stops the old one only once the
+    new one is ready, which it is once kubelet registered it."""
+    ds = find(built["dra"], "DaemonSet", "nfd-dra")
+    assert ds["spec"]["updateStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    [c] = pod_spec(ds)["containers"]
+    assert any(
+        e["name"] == "POD_UID" and e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.uid" for e in c["env"]
+    )
+    assert c["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["readinessProbe"]["httpGet"]["port"] == int(flag(c["args"], "--port") or 0)

@@ -74,6 +74,24 @@ def test_the_other_overlays_named_in_the_step_render_too(doc: Path, tmp_path: Pa
         assert list(workloads(render(sub, name, text.replace(resource, other))))
 
 
+def test_the_combined_step_installs_every_component_with_the_pushed_image(tmp_path: Path) -> None:
+    doc = REPO / "docs/deploy.md"
+    name, text = overlay_step(doc, "deploy/components/")
+    steps = doc.read_text()
+    assert f"kubectl apply -k {name}" in steps
+    docs = render(tmp_path, name, text)
+    pushed = re.search(r"docker push (\S+)", steps)
+    assert pushed
+    assert {c["image"] for w in workloads(docs) for c in containers(w)} == {pushed.group(1)}
+    assert {w["metadata"]["name"] for w in workloads(docs)} == {
+        "nfd-master", "nfd-worker", "nfd-dra", "nfd-topology-updater"
+    }  # fmt: skip
+    (worker,) = [w for w in workloads(docs) if w["metadata"]["name"] == "nfd-worker"]
+    assert [c["name"] for c in containers(worker)] == ["nfd-worker", "nfd-device-plugin"]
+    monitors = {d["metadata"]["name"] for d in docs if d["kind"] in ("ServiceMonitor", "PodMonitor")}
+    assert len(monitors) == 5
+
+
 def test_uninstall_steps_delete_the_install_then_run_the_prune_job_with_the_pushed_image(
     tmp_path: Path,
 ) -> None:

@@ -10,7 +10,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from deploy.conftest import DEPLOY, KUSTOMIZATIONS, OVERLAYS, PRUNE, REPO
+from deploy.conftest import COMBINED, DEPLOY, KUSTOMIZATIONS, OVERLAYS, PRUNE, REPO
 from deploy.manifests import containers, find, flag, pod_spec, rbac_rules, workloads
 
 from nfd.cli import CliError, build_parser
@@ -28,10 +28,10 @@ def test_every_overlay_builds() -> None:
     assert set(OVERLAYS) >= {"default", "device-plugins", "prometheus"}
 
 
-@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("overlay", [*OVERLAYS, COMBINED])
 def test_overlay_validates_strictly_offline(built: dict[str, list[dict[str, Any]]], overlay: str) -> None:
     version = kubernetes_validate.latest_version()
-    crd_kinds = {"ServiceMonitor"}
+    crd_kinds = {"ServiceMonitor", "PodMonitor"}
     checked = 0
     for doc in built[overlay]:
         if doc["kind"] in crd_kinds:
@@ -106,19 +106,117 @@ SERVICE_MONITOR_SCHEMA = {
 }
 
 
-def test_service_monitors_point_at_served_ports(built: dict[str, list[dict[str, Any]]]) -> None:
-    docs = built["prometheus"]
-    monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
-    assert {m["metadata"]["name"] for m in monitors} == {"nfd-master", "nfd-worker"}
-    services = [d for d in docs if d["kind"] == "Service"]
-    for m in monitors:
+ENDPOINT_SCHEMA = SERVICE_MONITOR_SCHEMA["properties"]["spec"]["properties"]["endpoints"]["items"]  # type: ignore[index]
+POD_MONITOR_SCHEMA = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "spec": {
+            "type": "object",
+            "required": ["selector", "podMetricsEndpoints"],
+            "additionalProperties": False,
+            "properties": {
+                "selector": {"type": "object", "required": ["matchLabels"]},
+                "podMetricsEndpoints": {"type": "array", "minItems": 1, "items": ENDPOINT_SCHEMA},
+            },
+        },
+    },
+}
+
+
+def _selected(docs: list[dict[str, Any]], sel: dict[str, str]) -> list[dict[str, Any]]:
+    return [w for w in workloads(docs) if sel.items() <= w["spec"]["template"]["metadata"]["labels"].items()]
+
+
+def test_monitors_point_at_every_components_served_metrics_port(
+    built: dict[str, list[dict[str, Any]]],
+) -> None:
+    """Every component installed at once: each monitor reaches one named port that the
+    container serves /metrics on (its --port), and every such port has its monitor."""
+    docs = built[COMBINED]
+    scraped: set[tuple[str, str]] = set()  # (workload, port name)
+    for m in [d for d in docs if d["kind"] == "ServiceMonitor"]:
         jsonschema.validate(m, SERVICE_MONITOR_SCHEMA)
         sel = m["spec"]["selector"]["matchLabels"]
-        matching = [s for s in services if sel.items() <= s["metadata"].get("labels", {}).items()]
-        assert matching, f"ServiceMonitor {m['metadata']['name']} selects no Service"
+        services = [
+            s
+            for s in docs
+            if s["kind"] == "Service" and sel.items() <= s["metadata"].get("labels", {}).items()
+        ]
+        assert services, f"ServiceMonitor {m['metadata']['name']} selects no Service"
         for ep in m["spec"]["endpoints"]:
-            assert any(ep["port"] in {p["name"] for p in s["spec"]["ports"]} for s in matching)
             assert ep["path"] == "/metrics"
+            for s in services:
+                (port,) = [p for p in s["spec"]["ports"] if p["name"] == ep["port"]]
+                for w in _selected(docs, s["spec"]["selector"]):
+                    scraped.add((w["metadata"]["name"], port["targetPort"]))
+    for m in [d for d in docs if d["kind"] == "PodMonitor"]:
+        jsonschema.validate(m, POD_MONITOR_SCHEMA)
+        pods = _selected(docs, m["spec"]["selector"]["matchLabels"])
+        assert pods, f"PodMonitor {m['metadata']['name']} selects no pods"
+        for ep in m["spec"]["podMetricsEndpoints"]:
+            assert ep["path"] == "/metrics"
+            for w in pods:
+                named = [c for c in containers(w) for p in c.get("ports", []) if p["name"] == ep["port"]]
+                assert len(named) == 1, (
+                    f"{m['metadata']['name']}: port {ep['port']} in {w['metadata']['name']}"
+                )
+                scraped.add((w["metadata"]["name"], ep["port"]))
+    served = {
+        (w["metadata"]["name"], p["name"])
+        for w in workloads(docs)
+        for c in containers(w)
+        for p in c.get("ports", [])
+        if int(flag(c.get("args", []), "--port") or 0) == p["containerPort"]
+    }
+    assert served == scraped
+    names = {d["metadata"]["name"] for d in docs if d["kind"] in ("ServiceMonitor", "PodMonitor")}
+    assert names == {"nfd-master", "nfd-worker", "nfd-device-plugin", "nfd-dra", "nfd-topology-updater"}
+
+
+def test_scrape_annotations_name_the_port_metrics_are_served_on(
+    built: dict[str, list[dict[str, Any]]],
+) -> None:
+    """For a Prometheus that scrapes pods by annotation: one port per pod, the first
+    container's (in the worker's pod, the worker's; the device plugin's is the PodMonitor's)."""
+    docs = built[COMBINED]
+    for w in workloads(docs):
+        name = w["metadata"]["name"]
+        ann = w["spec"]["template"]["metadata"].get("annotations", {})
+        assert ann.get("prometheus.io/scrape") == "true", name
+        assert ann["prometheus.io/path"] == "/metrics"
+        first = containers(w)[0]
+        port = int(ann["prometheus.io/port"])
+        assert port == int(flag(first["args"], "--port") or 0), name
+        assert port in {p["containerPort"] for p in first["ports"]}, name
+        # Only the master serves TLS (the API and /metrics on one port).
+        assert ann.get("prometheus.io/scheme", "http") == ("https" if name == "nfd-master" else "http")
+
+
+@pytest.mark.parametrize("overlay", KUSTOMIZATIONS)
+def test_port_names_and_numbers_are_unique_in_each_pod(
+    built: dict[str, list[dict[str, Any]]], overlay: str
+) -> None:
+    """The containers of a pod share its network and its port names (a Service's or a
+    monitor's port by name would pick one of two)."""
+    for w in workloads(built[overlay]):
+        ports = [p for c in containers(w) for p in c.get("ports", [])]
+        assert len({p["name"] for p in ports}) == len(ports), w["metadata"]["name"]
+        assert len({p["containerPort"] for p in ports}) == len(ports), w["metadata"]["name"]
+
+
+def test_combined_worker_reads_the_dra_components_device_config(
+    built: dict[str, list[dict[str, Any]]],
+) -> None:
+    """With both device components, the worker gets both flags and argparse keeps the
+    last: docs/deploy.md tells the operator to give both ConfigMaps one device config."""
+    worker = containers(find(built[COMBINED], "DaemonSet", "nfd-worker"))[0]
+    given = [a.split("=", 1)[1] for a in worker["args"] if a.startswith("--device-plugin-config=")]
+    assert len(given) == 2
+    dra = containers(find(built[COMBINED], "DaemonSet", "nfd-dra"))[0]
+    assert build_parser().parse_args(worker["args"]).device_plugin_config == given[-1]
+    assert given[-1] == flag(dra["args"], "--config")
 
 
 @pytest.mark.parametrize("overlay", KUSTOMIZATIONS)

@@ -70,6 +70,7 @@ def start_driver(
         features: Callable[[], Features] | None = None,
         rediscover_interval: float = 0.0,
         token: str | None = None,
+        instance: str = "",
     ) -> DraDriver:
         cfg = parse_config(config or FPGA_CONFIG)
         feats = features or fx.features
@@ -80,12 +81,12 @@ def start_driver(
 
         states, f, _host = discover()
         inventory = DraInventory(states, features=f, host=fx.host)
-        client = fake_api.api_client(token)
+        client = fake_api.transport(token)
         clients.append(client)
         d = DraDriver(
             states,
             inventory,
-            api_client=client,
+            api=client,
             driver=cfg.driver_name,
             node=node,
             plugin_dir=str(dirs["plugin"]),
@@ -96,6 +97,7 @@ def start_driver(
             rediscover=discover,
             rediscover_interval=rediscover_interval,
             taint_effect=cfg.dra.taint_effect,
+            instance=instance,
         )
         d.start()
         drivers.append(d)

@@ -2,7 +2,9 @@
 
 Like kubelet's plugin watcher it looks at the ``plugins_registry`` directory, and for
 every new socket file (a re-created one counts as new) calls GetInfo, checks the answer,
-and reports the outcome with NotifyRegistrationStatus. Then it calls the plugin's
+and reports the outcome with NotifyRegistrationStatus. Like kubelet 1.33+, it keeps every
+registered instance of a driver (a rolling update's old and new pod), calls the one that
+registered last, and forgets an instance when its registration socket is removed. Then it calls the plugin's
 NodePrepareResources / NodeUnprepareResources on the endpoint GetInfo named, and opens
 the DRAResourceHealth stream there as kubelet does.
 """
@@ -32,7 +34,9 @@ class DraKubelet:
     def __init__(self, registry_dir: str | Path, *, interval: float = 0.02) -> None:
         self.dir = Path(registry_dir)
         self.interval = interval
-        self.drivers: dict[str, str] = {}  # driver name -> DRA endpoint
+        self.drivers: dict[str, str] = {}  # driver name -> the DRA endpoint it calls
+        # Registration socket name -> (driver, DRA endpoint), in registration order.
+        self.instances: dict[str, tuple[str, str]] = {}
         self.registrations: list[str] = []
         self.refusals: list[str] = []
         self._seen: dict[str, tuple[int, int, int]] = {}
@@ -58,6 +62,10 @@ class DraKubelet:
                 names = os.listdir(self.dir)
             except OSError:
                 continue
+            for name in set(self.instances) - set(names):
+                del self.instances[name]
+                self._seen.pop(name, None)
+                self._choose()
             for name in names:
                 path = self.dir / name
                 try:
@@ -90,8 +98,16 @@ class DraKubelet:
             if error:
                 self.refusals.append(error)
                 return
-            self.drivers[info.name] = info.endpoint
+            self.instances.pop(path.name, None)
+            self.instances[path.name] = (info.name, info.endpoint)
+            self._choose()
             self.registrations.append(info.name)
+
+    def _choose(self) -> None:
+        newest: dict[str, str] = {}
+        for driver, endpoint in self.instances.values():
+            newest[driver] = endpoint
+        self.drivers = newest
 
     def _channel(self, driver: str) -> grpc.Channel:
         endpoint = self.drivers[driver]

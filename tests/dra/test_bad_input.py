@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -18,6 +19,7 @@ from deviceplugin.fixtures import FixtureHost
 from dra.claims import DRIVER, NODE, allocate, create_claim
 from dra.kubelet_dra import DraKubelet, wait_for
 
+from nfd.dra import checkpoint
 from nfd.dra.driver import DraDriver
 
 
@@ -73,6 +75,18 @@ def test_bad_node_name_is_one_line(tmp_path: Path) -> None:
     cfg.write_text("resources: []\n")
     line = one_line_error(nfd("dra", "--config", str(cfg), "--check", "--node-name", "Node_A"))
     assert line == "nfd dra: error: --node-name: 'Node_A' must be a lowercase RFC 1123 subdomain"
+
+
+def test_bad_pod_uid_is_one_line(tmp_path: Path) -> None:
+    cfg = tmp_path / "dra.yaml"
+    cfg.write_text("resources: []\n")
+    line = one_line_error(
+        nfd("dra", "--config", str(cfg), "--check", "--node-name", NODE, "--pod-uid", "../x")
+    )
+    assert (
+        line
+        == "nfd dra: error: --pod-uid: pod UID '../x': expected letters, digits and '-' (at most 64), as a UID has"
+    )
 
 
 def test_selector_matching_nothing_warns_and_serves_the_rest(fx: FixtureHost, tmp_path: Path) -> None:
@@ -196,6 +210,7 @@ def test_concurrent_prepares_and_a_checkpoint_that_cannot_be_saved(
     kubelet: DraKubelet,
     fake_api_client: Any,
     dirs: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -214,17 +229,30 @@ def test_concurrent_prepares_and_a_checkpoint_that_cannot_be_saved(
     assert sorted(driver.preparer.claims) == sorted(uid for _ns, uid, _n in claims)
     assert len(list(dirs["cdi"].glob("*.json"))) == 5
 
-    # The checkpoint cannot be written (here: a directory where the file goes): the claim
-    # fails alone and is not left half prepared.
+    # The checkpoint cannot be written (here: the disk is full): the claim fails alone and
+    # is not left half prepared.
     c = create_claim(fake_api_client, "default", "late", device_class="x.example.com")
     allocate(fake_api_client, c, [(DRIVER, NODE, "tty-ttys3")])
     ckpt = dirs["plugin"] / "checkpoint.json"
+
+    def full(path: Path, body: str, **_kw: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as m:
+        m.setattr(checkpoint, "write_atomic", full)
+        uid = c["metadata"]["uid"]
+        err = kubelet.prepare(DRIVER, ("default", uid, "late")).claims[uid].error
+    assert err == f"claim default/late: cannot save checkpoint {ckpt}: No space left on device"
+    assert uid not in driver.preparer.claims and not (dirs["cdi"] / f"nfd-dra-{uid}.json").exists()
+    assert uid not in checkpoint.load(ckpt) and len(checkpoint.load(ckpt)) == 5
+
+    # A checkpoint that cannot be read (here: a directory where the file goes) fails the
+    # call, and is not taken for a corrupt file and moved away.
     ckpt.unlink()
     ckpt.mkdir()
-    uid = c["metadata"]["uid"]
     err = kubelet.prepare(DRIVER, ("default", uid, "late")).claims[uid].error
-    assert err.startswith(f"claim default/late: cannot save checkpoint {ckpt}: ") and "\n" not in err
-    assert uid not in driver.preparer.claims and not (dirs["cdi"] / f"nfd-dra-{uid}.json").exists()
+    assert err.startswith(f"checkpoint {ckpt}: cannot read: ") and "\n" not in err
+    assert ckpt.is_dir() and uid not in driver.preparer.claims
 
 
 def test_a_device_selected_for_both_ways_is_refused_by_both_commands(fx: FixtureHost, tmp_path: Path) -> None:

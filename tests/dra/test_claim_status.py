@@ -57,7 +57,7 @@ def test_prepare_writes_status_devices_and_unprepare_removes_ours(
     fake_api_client: Any,
     fx: FixtureHost,
 ) -> None:
-    start_driver(NIC_CONFIG, features=_with_nic(fx))
+    driver = start_driver(NIC_CONFIG, features=_with_nic(fx))
     assert wait_for(lambda: DRIVER in kubelet.drivers)
     claim = create_claim(fake_api_client, "default", "two", device_class="x.example.com", count=2)
     nic = "nic-0000-5e-00-0"
@@ -74,6 +74,7 @@ def test_prepare_writes_status_devices_and_unprepare_removes_ours(
     )  # fmt: skip
     uid = claim["metadata"]["uid"]
     assert kubelet.prepare(DRIVER, ("default", uid, "two")).claims[uid].error == ""
+    assert driver.preparer.flush_status(5)  # status writes are off the call's path
 
     by_device = {d["device"]: d for d in _status(fake_api, "two")}
     assert set(by_device) == {"gpu-0", "fpga-0000-3b-00-0", nic}
@@ -96,9 +97,11 @@ def test_prepare_writes_status_devices_and_unprepare_removes_ours(
     # A prepare answered from the checkpoint writes nothing again.
     patches = fake_api.log.count(verb="patch", resource="resourceclaims.resource.k8s.io")
     assert kubelet.prepare(DRIVER, ("default", uid, "two")).claims[uid].error == ""
+    assert driver.preparer.flush_status(5)  # status writes are off the call's path
     assert fake_api.log.count(verb="patch", resource="resourceclaims.resource.k8s.io") == patches
 
     assert kubelet.unprepare(DRIVER, ("default", uid, "two")).claims[uid].error == ""
+    assert driver.preparer.flush_status(5)  # status writes are off the call's path
     assert [d["device"] for d in _status(fake_api, "two")] == ["gpu-0"]
 
 
@@ -109,7 +112,7 @@ def test_a_failed_status_write_fails_no_prepare_and_is_tried_again(
     fake_api_client: Any,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    start_driver()
+    driver = start_driver()
     assert wait_for(lambda: DRIVER in kubelet.drivers)
     claim = create_claim(fake_api_client, "default", "c", device_class="fpga.example.com")
     allocate(fake_api_client, claim, [(DRIVER, NODE, "fpga-0000-3b-00-0")])
@@ -118,11 +121,13 @@ def test_a_failed_status_write_fails_no_prepare_and_is_tried_again(
     with caplog.at_level(logging.WARNING, logger="nfd.dra"):
         for _ in range(2):
             assert kubelet.prepare(DRIVER, ("default", uid, "c")).claims[uid].error == ""
+            assert driver.preparer.flush_status(5)  # status writes are off the call's path
     assert _status(fake_api, "c") == []
     warnings = [r.getMessage() for r in caplog.records if "status.devices" in r.getMessage()]
     assert len(warnings) == 1 and "HTTP 403" in warnings[0] and "\n" not in warnings[0]
     # The next prepare (kubelet calls again for another pod of the claim) writes it.
     assert kubelet.prepare(DRIVER, ("default", uid, "c")).claims[uid].error == ""
+    assert driver.preparer.flush_status(5)  # status writes are off the call's path
     assert [d["device"] for d in _status(fake_api, "c")] == ["fpga-0000-3b-00-0"]
 
 
@@ -132,7 +137,7 @@ def test_a_claim_changed_between_read_and_write_is_read_again(
     fake_api: FakeApiServer,
     fake_api_client: Any,
 ) -> None:
-    start_driver()
+    driver = start_driver()
     assert wait_for(lambda: DRIVER in kubelet.drivers)
     claim = create_claim(fake_api_client, "default", "c", device_class="fpga.example.com")
     allocate(fake_api_client, claim, [(DRIVER, NODE, "fpga-0000-3b-00-0")])
@@ -143,6 +148,7 @@ def test_a_claim_changed_between_read_and_write_is_read_again(
         message="the server rejected our request due to an error in our request",
     )  # fmt: skip
     assert kubelet.prepare(DRIVER, ("default", uid, "c")).claims[uid].error == ""
+    assert driver.preparer.flush_status(5)  # status writes are off the call's path
     assert [d["device"] for d in _status(fake_api, "c")] == ["fpga-0000-3b-00-0"]
 
 
@@ -155,18 +161,20 @@ def test_the_shipped_rbac_lets_the_driver_write_claim_status(
     import yaml
 
     repo = Path(__file__).resolve().parents[2]
-    rbac = [d for d in yaml.safe_load_all((repo / "deploy/overlays/dra/dra-rbac.yaml").read_text()) if d]
+    rbac = [d for d in yaml.safe_load_all((repo / "deploy/components/dra/dra-rbac.yaml").read_text()) if d]
     fake_api.authz.load_rbac(rbac, "node-feature-discovery")
     fake_api.enforce_rbac = True
     token = fake_api.tokens.issue_service_account("node-feature-discovery", "nfd-dra", node_name=NODE)
     since = fake_api.log.mark()
-    start_driver(token=token)
+    driver = start_driver(token=token)
     assert wait_for(lambda: DRIVER in kubelet.drivers)
     claim = create_claim(fake_api_client, "default", "c", device_class="fpga.example.com")
     allocate(fake_api_client, claim, [(DRIVER, NODE, "fpga-0000-3b-00-0")])
     uid = claim["metadata"]["uid"]
     assert kubelet.prepare(DRIVER, ("default", uid, "c")).claims[uid].error == ""
+    assert driver.preparer.flush_status(5)  # status writes are off the call's path
     assert [d["device"] for d in _status(fake_api, "c")] == ["fpga-0000-3b-00-0"]
     assert kubelet.unprepare(DRIVER, ("default", uid, "c")).claims[uid].error == ""
+    assert driver.preparer.flush_status(5)  # status writes are off the call's path
     assert _status(fake_api, "c") == []
     assert fake_api.log.count(since=since, status=403) == 0

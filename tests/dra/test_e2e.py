@@ -64,6 +64,7 @@ def test_slices_claim_prepare_cdi_unprepare(
     assert "PCIDEVICE_EXAMPLE_COM_FPGA=0000:3b:00.0" in edits["env"]
 
     # Idempotent: kubelet retries; the answer is the same and the API is not asked again.
+    assert driver.preparer.flush_status(5)  # the status write reads the claim too
     reads = fake_api.log.count(verb="get", resource="resourceclaims.resource.k8s.io")
     again = kubelet.prepare(DRIVER, ("default", uid, "fpga-claim"))
     assert again.claims[uid] == got
@@ -196,3 +197,34 @@ def test_failed_writes_and_an_unreachable_api_server_are_retried(
     assert all("\n" not in m for m in messages)
     assert messages[0].startswith(f"ResourceSlices for node {NODE}: API server unreachable: ")
     assert any(m.startswith(f"ResourceSlices for node {NODE}: HTTP 500: ") for m in messages)
+
+
+def test_a_claim_whose_cdi_spec_is_gone_is_prepared_again(
+    start_driver: Callable[..., DraDriver],
+    kubelet: DraKubelet,
+    fake_api: FakeApiServer,
+    fake_api_client: Any,
+    dirs: dict[str, Path],
+) -> None:
+    """The checkpoint is not flushed to the disk, and the CDI directory is often a
+    tmpfs: after a node's crash the checkpoint may name a claim whose spec is gone. Such
+    a claim is prepared again, not answered with a CDI device the runtime cannot find."""
+    driver = start_driver()
+    assert wait_for(lambda: DRIVER in kubelet.drivers)
+    claim = create_claim(fake_api_client, "default", "c", device_class="fpga.example.com")
+    allocate(fake_api_client, claim, [(DRIVER, NODE, "fpga-0000-3b-00-0")])
+    uid = claim["metadata"]["uid"]
+
+    def reads() -> int:
+        assert driver.preparer.flush_status(5)
+        return fake_api.log.count(verb="get", resource="resourceclaims.resource.k8s.io")
+
+    before = reads()
+    assert kubelet.prepare(DRIVER, ("default", uid, "c")).claims[uid].error == ""
+    first = reads() - before
+    [spec] = dirs["cdi"].glob("nfd-dra-*.json")
+    spec.unlink()
+    before = reads()
+    assert kubelet.prepare(DRIVER, ("default", uid, "c")).claims[uid].error == ""
+    assert spec.exists()
+    assert reads() - before == first > 0  # the API asked as the first time: prepared again

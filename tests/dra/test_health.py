@@ -124,7 +124,7 @@ def test_without_device_taints_on_the_server_an_unhealthy_device_is_withdrawn(
 def test_the_shipped_rbac_lets_the_driver_post_node_events(
     start_driver: Callable[..., DraDriver], fx: FixtureHost, fake_api: FakeApiServer
 ) -> None:
-    rbac = [d for d in yaml.safe_load_all((REPO / "deploy/overlays/dra/dra-rbac.yaml").read_text()) if d]
+    rbac = [d for d in yaml.safe_load_all((REPO / "deploy/components/dra/dra-rbac.yaml").read_text()) if d]
     fake_api.authz.load_rbac(rbac, NS)
     fake_api.enforce_rbac = True
     token = fake_api.tokens.issue_service_account(NS, "nfd-dra", node_name=NODE)

@@ -46,13 +46,13 @@ def test_pool_splits_at_128_devices_per_slice() -> None:
 
 
 def test_publisher_writes_only_changes_and_shrinks_the_pool(
-    fake_api: FakeApiServer, fake_api_client: Any
+    fake_api: FakeApiServer, fake_transport: Any
 ) -> None:
-    pub = SlicePublisher(fake_api_client, driver=DRIVER, node=NODE)
+    pub = SlicePublisher(fake_transport, driver=DRIVER, node=NODE)
     assert pub.sync(devices(300)) == 3
     assert pub.sync(devices(300)) == 0 and pub.sync(devices(300), force=True) == 0
     # Another publisher (a restart) finds the same pool and writes nothing.
-    assert SlicePublisher(fake_api_client, driver=DRIVER, node=NODE).sync(devices(300)) == 0
+    assert SlicePublisher(fake_transport, driver=DRIVER, node=NODE).sync(devices(300)) == 0
     assert pub.sync(devices(100)) == 3  # one slice rewritten, two deleted
     stored = fake_api.objects.list("resourceslices")
     assert [(s["spec"]["pool"]["generation"], len(s["spec"]["devices"])) for s in stored] == [(2, 100)]
@@ -171,9 +171,9 @@ def test_capacity_is_written_as_the_api_server_stores_it() -> None:
 
 
 def test_a_change_is_written_without_listing_and_a_conflict_reads_again(
-    fake_api: FakeApiServer, fake_api_client: Any
+    fake_api: FakeApiServer, fake_transport: Any
 ) -> None:
-    pub = SlicePublisher(fake_api_client, driver=DRIVER, node=NODE)
+    pub = SlicePublisher(fake_transport, driver=DRIVER, node=NODE)
     pub.sync(devices(10))
     lists = fake_api.log.count(verb="list", resource="resourceslices.resource.k8s.io")
     assert pub.sync(devices(9)) == 1
@@ -191,7 +191,7 @@ def test_a_change_is_written_without_listing_and_a_conflict_reads_again(
 
 
 def test_an_api_server_that_does_not_answer_costs_one_timeout_not_a_thread(
-    fake_api: FakeApiServer, fake_api_client: Any
+    fake_api: FakeApiServer, fake_api_client: Any, fake_transport: Any
 ) -> None:
     # A claim read in NodePrepareResources, or a slice write, that never gets an answer
     # fails after the request timeout (kubelet retries the one, the next sync the other).
@@ -201,16 +201,15 @@ def test_an_api_server_that_does_not_answer_costs_one_timeout_not_a_thread(
     from nfd.dra.publisher import ClaimReaderApi
 
     claim = create_claim(fake_api_client, "default", "slow", device_class="fpga.example.com")
-    # The client tries a read that timed out again, a few times: every try is late.
     fake_api.faults.delay(60, method="GET", path=r"/resourceclaims/slow$")
     with pytest.raises(ClaimError, match="claim default/slow: API server unreachable"):
-        ClaimReaderApi(fake_api_client, timeout=0.5)("default", "slow")
+        ClaimReaderApi(fake_transport, timeout=0.5)("default", "slow")
     fake_api.faults.clear()
     assert (
-        ClaimReaderApi(fake_api_client, timeout=0.5)("default", "slow")["metadata"]["uid"]
+        ClaimReaderApi(fake_transport, timeout=0.5)("default", "slow")["metadata"]["uid"]
         == claim["metadata"]["uid"]
     )
 
     fake_api.faults.delay(60, method="GET", path=r"/resourceslices$")
     with pytest.raises(PublishError, match="API server unreachable"):
-        SlicePublisher(fake_api_client, driver=DRIVER, node=NODE, timeout=0.5).sync(devices(2))
+        SlicePublisher(fake_transport, driver=DRIVER, node=NODE, timeout=0.5).sync(devices(2))

@@ -241,6 +241,13 @@ class FakeApiServer(ServerCore):
 
         return client.ApiClient(self.configuration(token))
 
+    def transport(self, token: str | None = None, *, timeout: float = 30.0) -> Any:
+        """``nfd.kube``'s light transport (the per-node agents') talking to this server."""
+        from nfd.kube.config import Credentials
+        from nfd.kube.light import LightTransport
+
+        return LightTransport(Credentials(self.url, token=token), timeout=timeout)
+
     def admin_token(self) -> str:
         """A token for a cluster administrator (``system:masters``), registered here."""
         if self.tokens.lookup(ADMIN_TOKEN) is None:

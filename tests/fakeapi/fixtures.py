@@ -4,6 +4,7 @@ tests/conftest.py).
 - ``fake_api``: a started FakeApiServer, fresh per test.
 - ``fake_api_client``: a real ``kubernetes.client.ApiClient`` for it.
 - ``core_v1``: ``kubernetes.client.CoreV1Api`` on that client.
+- ``fake_transport``: ``nfd.kube``'s light transport for it (the per-node agents').
 """
 
 from __future__ import annotations
@@ -36,3 +37,12 @@ def core_v1(fake_api_client: Any) -> Any:
     from kubernetes import client
 
     return client.CoreV1Api(fake_api_client)
+
+
+@pytest.fixture
+def fake_transport(fake_api: FakeApiServer) -> Iterator[Any]:
+    t = fake_api.transport()
+    try:
+        yield t
+    finally:
+        t.close()

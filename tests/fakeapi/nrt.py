@@ -8,7 +8,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-CRD = Path(__file__).resolve().parents[2] / "deploy/overlays/topology-updater/noderesourcetopology-crd.yaml"
+CRD = Path(__file__).resolve().parents[2] / "deploy/components/topology-updater/noderesourcetopology-crd.yaml"
 
 
 @functools.cache

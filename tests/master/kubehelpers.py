@@ -10,7 +10,8 @@ from typing import Any
 
 import httpx
 
-from nfd.kubeclient import make_api_client
+from nfd.kube.config import Credentials
+from nfd.kube.heavy import api_client as make_api_client
 from nfd.master.app import create_app
 from nfd.master.runtime import Runtime, build_runtime
 from nfd.master.settings import MasterSettings
@@ -84,7 +85,7 @@ async def until(cond: Callable[[], object], what: str, timeout: float = 15.0) ->
 @contextmanager
 def kube_master(fake: Any, **over: Any) -> Iterator[MasterHandle]:
     s = kube_settings(**over)
-    api_client = make_api_client(fake.configuration(), s.kube.parallelism + 6)
+    api_client = make_api_client(Credentials(fake.url), s.kube.parallelism + 6)
     rt = build_runtime(s, api_client=api_client, sources=[FixtureSource()])
     with serve(create_app(runtime=rt)) as url, httpx.Client(base_url=url, timeout=10) as c:
         if rt.elector is not None and not rt.elector.advertise_url:

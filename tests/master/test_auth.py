@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
+from nfd.kube.errors import ApiError
 from nfd.master.app import create_app
 from nfd.master.auth import Authenticator
-from nfd.master.kube import KubeError
 from nfd.master.runtime import build_runtime
 
 from .conftest import memory_settings
@@ -41,7 +41,7 @@ class ReviewApi:
         self.reviews += 1
         self.audiences.append(audiences)
         if token == "down":
-            raise KubeError(None, "connection refused")
+            raise ApiError(None, "connection refused")
         user = self.tokens.get(token)
         if user is None:
             return {"status": {"authenticated": False, "error": "token expired"}}
@@ -50,7 +50,7 @@ class ReviewApi:
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         assert namespace == "node-feature-discovery"
         if name != "w-b":
-            raise KubeError(404, "not found")
+            raise ApiError(404, "not found")
         return {"metadata": {"uid": "u1"}, "spec": {"nodeName": "b"}}
 
 

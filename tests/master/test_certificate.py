@@ -16,7 +16,8 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from nfd.kubeclient import make_api_client
+from nfd.kube.config import Credentials
+from nfd.kube.heavy import api_client as make_api_client
 from nfd.master import certs
 from nfd.master.kube import KubeApi
 from nfd.master.settings import KubeSettings, TLSSettings
@@ -28,7 +29,7 @@ NOW = dt.datetime.now(dt.UTC)
 
 def ensure(fake_api, s: TLSSettings | None = None) -> certs.Bundle:
     s = s or TLSSettings(namespace=NS)
-    api = KubeApi(make_api_client(fake_api.configuration(fake_api.admin_token()), 4), KubeSettings())
+    api = KubeApi(make_api_client(Credentials(fake_api.url, token=fake_api.admin_token()), 4), KubeSettings())
     try:
         return asyncio.run(ensure_certificate(api, s))
     finally:
@@ -146,7 +147,9 @@ def test_a_running_master_serves_the_renewed_certificate(fake_api, tmp_path):
         assert before == x509.load_pem_x509_certificate(files.cert.read_bytes()).public_bytes(
             serialization.Encoding.DER
         )
-        api = KubeApi(make_api_client(fake_api.configuration(fake_api.admin_token()), 4), KubeSettings())
+        api = KubeApi(
+            make_api_client(Credentials(fake_api.url, token=fake_api.admin_token()), 4), KubeSettings()
+        )
         try:
             assert asyncio.run(renew_once(api, s, files, ctx)) is False  # nothing new
             # Another replica renewed the certificate in the Secret (same CA).

@@ -98,7 +98,11 @@ def test_rule_labels_override_object_labels_which_override_the_workers() -> None
         "a",
         [
             NodeFeatureObject(
-                "x", "o", "a", svc.node_objects["a"][0].features, {"fixture-w": "object", "shared": "object"}
+                "x",
+                "o",
+                "a",
+                svc.objects.load(svc.node_objects["a"])[0].features,
+                {"fixture-w": "object", "shared": "object"},
             ),
         ],
     )

@@ -4,17 +4,21 @@ one (410) lists again."""
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 from nfd.master.kube import KubeApi
 from nfd.master.nodefeatures import NodeFeatureIndex, NodeFeatureWatcher
+from nfd.master.patches import LABELS_ANN
 from nfd.master.settings import KubeSettings
 from nfd.nodefeature import NodeFeatureObject, parse
 from tests.fakeapi import FakeApiServer
+from tests.fakeapi.resources import NODE_FEATURES
 
-from .kubehelpers import until
+from .kubehelpers import kube_master, until, wait_for
 
 RES = "nodefeatures.nfd.k8s-sigs.io"
+FNS = "feature.node.kubernetes.io"
 
 
 def nf(name: str, node: str, ns: str = "default", **labels: str) -> dict[str, Any]:
@@ -133,3 +137,47 @@ async def test_no_rights_to_list_does_not_stop_the_master() -> None:
             w.stop()
             api.drop_connections()
             kube.close()
+
+
+def big(name: str, node: str, kb: int = 130) -> dict[str, Any]:
+    """An object of about ``kb`` kB (upstream #1802 saw ~130 kB): a kernel config every
+    node shares, and the node's own name."""
+    obj = nf(name, node, "node-feature-discovery", **{"from-object": "true"})
+    config = {f"CONFIG_OPTION_{i:05d}": "y" for i in range(kb * 1000 // 24)}
+    obj["spec"]["features"] = {
+        "attributes": {"kernel.config": {"elements": config}, "system.name": {"elements": {"nodename": node}}}
+    }
+    return obj
+
+
+def test_a_slow_sync_of_big_objects_drops_no_label(fake_api: FakeApiServer) -> None:
+    """Nodes carry what an earlier master set from their objects; the first LIST fails,
+    the next one is slow (two objects a page, each answered late) while the workers send
+    their features: nothing is written before every object is known, and no write leaves
+    an object's label out."""
+    nodes = [f"n{i}" for i in range(6)]
+    for n in nodes:
+        fake_api.create_node(
+            n, labels={f"{FNS}/from-object": "true"}, annotations={LABELS_ANN: "from-object"}
+        )
+        fake_api.objects.create("nodefeatures", big(n, n), "node-feature-discovery")
+    assert len(fake_api.store.get(NODE_FEATURES, "node-feature-discovery", "n0").raw) > 120_000
+    mark = fake_api.store.resource_version
+    fake_api.faults.fail(504, times=1, verb="list", resource=RES)
+    slow = fake_api.faults.delay(0.3, verb="list", resource=RES)
+    with kube_master(fake_api, kube__list_page_size=2) as m:
+        for n in nodes:
+            assert m.put(n, {"w": "worker"}).status_code == 200
+        wait_for(lambda: m.runtime.nodefeatures is not None and m.runtime.nodefeatures.synced, 30, "synced")
+        wait_for(m.settled, 30, "every node written")
+        assert slow.hits >= 3  # the LIST was paged, each page late
+        for n in nodes:
+            labels = fake_api.labels(n)
+            assert labels[f"{FNS}/from-object"] == "true" and labels[f"{FNS}/fixture-w"] == "worker", n
+        # Kept by digest: the six objects share every group but their node's name.
+        stored = m.runtime.service.store.features
+        one = fake_api.store.get(NODE_FEATURES, "node-feature-discovery", "n0").raw
+        assert stored.stored_bytes() < 2 * len(zlib.compress(one))
+    writes, _ = fake_api.store.events_after(mark, ["nodes"])
+    assert {e.new.obj["metadata"]["name"] for e in writes} == set(nodes)
+    assert all(e.new.obj["metadata"]["labels"].get(f"{FNS}/from-object") == "true" for e in writes)

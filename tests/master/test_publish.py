@@ -107,6 +107,6 @@ def test_a_leader_lists_the_nodes_once_at_start_a_page_at_a_time(fake_api, tmp_p
         pages = fake_api.log.records(verb="list", resource="nodes")
         assert [("continue=" in r.query) for r in pages] == [False, True, True]
         counted = m.runtime.metrics.registry.get_sample_value(
-            "nfd_master_api_requests_total", {"verb": "list", "resource": "nodes"}
+            "nfd_master_api_requests_total", {"verb": "list", "resource": "nodes", "code": "200"}
         )
         assert counted == len(pages)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from nfd.master.ratelimit import AdaptiveRate
+from nfd.kube.ratelimit import AdaptiveRate
 
 from .kubehelpers import kube_master, wait_for
 
@@ -130,6 +130,20 @@ def test_latency_that_grows_with_the_window_does_not_stop_it():
     for _ in range(3000):
         answer(r, clock, 0.01 * r.window)
     assert r.window == 64
+
+
+def test_latency_that_jumps_with_the_writes_in_flight_is_no_queue():
+    # Eight times the writes in flight at once, each eight times slower: the same
+    # throughput (a shared server's answers, a window that just grew), no cut.
+    clock = Clock()
+    r = AdaptiveRate(500, 100, max_in_flight=64, initial_in_flight=64, clock=clock)
+    for in_flight, seconds, n in ((8, 0.02, 50), (64, 0.16, 20)):
+        for _ in range(n):
+            r.in_flight = in_flight
+            clock.t += 0.01
+            r.answered(seconds, write=True)
+            r.release()
+    assert r.window_cuts == 0 and r.window == 64
 
 
 def test_after_a_cut_the_window_grows_one_per_window_of_fast_answers():

@@ -138,3 +138,42 @@ def test_a_node_submitted_right_after_a_rule_change_gets_the_new_rules() -> None
     before, after = asyncio.run(scenario())
     assert f"{FNS}/gpu-ready" not in before
     assert after[f"{FNS}/gpu-ready"] == "true"
+
+
+def test_a_rule_change_reaches_every_node_while_nodes_change_and_go() -> None:
+    """The re-evaluation pauses every 50 feature sets for workers' requests; a node whose
+    features change or that goes in a pause is skipped (its own change decided it), and
+    the others still get the new rules."""
+    import asyncio
+
+    import yaml
+
+    from nfd.config import WorkerConfig
+    from nfd.master.decide import Decider
+    from nfd.master.metrics import Metrics
+    from nfd.master.service import MasterService
+    from nfd.policy import Policy
+
+    from .helpers import FixtureSource
+
+    sets, errors = load_rulesets([yaml.safe_load(RULES)])
+    assert not errors
+
+    async def scenario() -> MasterService:
+        decider = Decider(sources=[FixtureSource()], config=WorkerConfig(), policy=Policy())
+        service = MasterService(decider=decider, metrics=Metrics())
+        for i in range(120):  # 120 feature sets: two pauses
+            service.submit(f"n{i}", features=features_with({"gpu": "1", "n": str(i)}))
+        service.decider = service.decider.with_rules(sets)
+        service.rules_generation += 1
+        task = asyncio.create_task(service.reevaluate_all())
+        await asyncio.sleep(0)  # the first pause, after 50
+        service.submit("n100", features=features_with({"gpu": "1", "n": "changed"}))
+        service.forget("n101")
+        await task
+        return service
+
+    service = asyncio.run(scenario())
+    assert "n101" not in service.store.nodes
+    labels = [r.decision.labels for r in service.store]
+    assert len(labels) == 119 and all(d.get(f"{FNS}/gpu-ready") == "true" for d in labels)

@@ -11,7 +11,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from nfd.master.apierrors import make
+from nfd.kube.errors import make
 from nfd.master.kube import Resource
 from nfd.master.watch import ListWatch, Pages
 
@@ -53,7 +53,7 @@ class Stream:
 
 
 class ScriptedApi:
-    """Each LIST answers the next of ``lists`` (pages of items, or a KubeError to raise);
+    """Each LIST answers the next of ``lists`` (pages of items, or an ApiError to raise);
     each watch the next of ``watches`` (lines, or an exception to raise); past the end,
     a watch stays open."""
 

@@ -105,17 +105,21 @@ class RealNode:
 
     # -- install ---------------------------------------------------------------------
 
-    def overlay(self, name: str, *, base: str, extra: str = "") -> Path:
+    def overlay(self, name: str, *, base: str, extra: str = "", components: tuple[str, ...] = ()) -> Path:
         """An operator's own overlay: ``base`` (a deploy/ overlay) with the image renamed,
-        plus ``extra`` kustomization lines (patches, more resources)."""
+        ``components`` (deploy/components) added, plus ``extra`` kustomization lines
+        (patches, more resources)."""
         d = self.work / name
         if d.exists():
             shutil.rmtree(d)
         d.mkdir(parents=True)
         rel = os.path.relpath(REPO / "deploy" / "overlays" / base, d)
+        parts = [os.path.relpath(REPO / "deploy" / "components" / c, d) for c in components]
         image, tag = self.image.rsplit(":", 1)
         (d / "kustomization.yaml").write_text(
-            f"resources: [{rel}]\nimages: [{{name: nfd, newName: {image}, newTag: {tag!r}}}]\n{extra}"
+            f"resources: [{rel}]\nimages: [{{name: nfd, newName: {image}, newTag: {tag!r}}}]\n"
+            + (f"components: [{', '.join(parts)}]\n" if parts else "")
+            + extra
         )
         return d
 

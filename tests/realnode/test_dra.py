@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from realnode.node import RealNode, config_map_patch, memory_fits, pod_manifest, pod_output
+from realnode.node import NAMESPACE, RealNode, config_map_patch, memory_fits, pod_manifest, pod_output
+
+from nfd.dra import checkpoint
 
 DRIVER = "nfd.node.kubernetes.io"
 # Not the device-plugins module's name: the kubelet keeps a device plugin's resource names in
@@ -204,3 +206,48 @@ def test_a_device_node_moved_away_and_back_is_published_within_a_second(
     assert gone <= 1.0 and back <= 1.0, (
         f"slice updated {gone:.2f} s after the device went, {back:.2f} s after it came back"
     )
+
+
+def test_a_rolling_update_of_the_driver_fails_no_claim(real_node: RealNode, installed: Path) -> None:
+    """``kubectl rollout restart`` of the driver's DaemonSet (maxSurge 1: the new pod
+    beside the old one) with a claim pod running and another created during the rollout:
+    both run, kubelet reports no failed prepare, and the shared checkpoint holds both
+    claims after."""
+    real_node.apply_obj(TEMPLATE)
+    real_node.apply_obj(pod_manifest("dra-roll-before", claim_template="one-loop", image=real_node.image))
+    pod_output(real_node, "dra-roll-before")
+    old = driver_pods(real_node)
+    real_node.kubectl("rollout", "restart", "-n", NAMESPACE, "daemonset/nfd-dra")
+    real_node.wait_for(
+        lambda: driver_pods(real_node) - old, timeout=60, what="the new driver pod beside the old"
+    )
+    real_node.apply_obj(pod_manifest("dra-roll-during", claim_template="one-loop", image=real_node.image))
+    started = time.monotonic()
+    real_node.kubectl(
+        "rollout", "status", "-n", NAMESPACE, "daemonset/nfd-dra", "--timeout=120s", timeout=130
+    )
+    real_node.figure("dra.rollout_restart_s", time.monotonic() - started)
+    for pod in ("dra-roll-before", "dra-roll-during"):
+        assert len(loops(pod_output(real_node, pod))) == 1
+    assert not driver_pods(real_node) & old, "an old driver pod is left"
+    failed = [
+        f"{e['involvedObject'].get('name')}: {e.get('reason')}: {e.get('message')}"
+        for e in real_node.get("events", "-n", "default")["items"]
+        if e["involvedObject"].get("name") in ("dra-roll-before", "dra-roll-during")
+        and ("Prepare" in str(e.get("reason")) or "NodePrepareResources" in str(e.get("message")))
+    ]
+    assert not failed, failed
+    uids = {claim_uid(real_node, pod) for pod in ("dra-roll-before", "dra-roll-during")}
+    held = set(checkpoint.load(Path("/var/lib/kubelet/plugins") / DRIVER / "checkpoint.json"))
+    assert uids <= held, f"checkpoint holds {sorted(held)}, the pods' claims are {sorted(uids)}"
+
+
+def driver_pods(node: RealNode) -> set[str]:
+    """The UIDs of the driver's pods not being deleted."""
+    pods = node.get("pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/name=nfd-dra")["items"]
+    return {p["metadata"]["uid"] for p in pods if not p["metadata"].get("deletionTimestamp")}
+
+
+def claim_uid(node: RealNode, pod: str) -> str:
+    [status] = node.get("pod", "-n", "default", pod)["status"]["resourceClaimStatuses"]
+    return str(node.get("resourceclaim", "-n", "default", status["resourceClaimName"])["metadata"]["uid"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,6 @@ from nfd.config import GpuConfig, SourcesConfig, WorkerConfig
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.labels import node_labels
-from nfd.record import replace
 from nfd.settings import ConfigError, from_mapping
 from nfd.sources import default_registry
 from nfd.sources.gpu import GpuSource
@@ -505,12 +505,10 @@ def test_every_mig_label_passes_the_label_policy() -> None:
 
 
 def test_media_extension_profiles_get_valid_label_names() -> None:
-    from nfd.record import replace as dc_replace
-
     snap = a100_mig((["1g.10gb"] * 7, ["1g.10gb"] * 7))
     gpu0 = snap.gpus[0]
-    migs = tuple(dc_replace(m, profile="1g.10gb+me") if m.index == 0 else m for m in gpu0.mig_devices)
-    snap = dc_replace(snap, gpus=(dc_replace(gpu0, mig_devices=migs), snap.gpus[1]))
+    migs = tuple(replace(m, profile="1g.10gb+me") if m.index == 0 else m for m in gpu0.mig_devices)
+    snap = replace(snap, gpus=(replace(gpu0, mig_devices=migs), snap.gpus[1]))
     gpu = GpuSource(nvml=lambda: FakeNvml(snap))
     cfg = WorkerConfig(sources=SourcesConfig(gpu=GpuConfig(mig_strategy="mixed")))
     result = node_labels([gpu], gpu.discover(host("gpu-a100-mig"), cfg.sources), cfg)

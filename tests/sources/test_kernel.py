@@ -6,6 +6,7 @@ import gzip
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,6 @@ import pytest
 from nfd.config import KernelConfig, SourcesConfig
 from nfd.features import Features
 from nfd.hostroot import HostRoot
-from nfd.record import replace
 from nfd.sources import kernel
 from nfd.sources.kernel import KernelSource, parse_kconfig, parse_version
 

@@ -6,6 +6,7 @@ import logging
 import os
 import stat
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,7 +16,6 @@ from nfd.config import LocalConfig, SourcesConfig, WorkerConfig
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.labels import node_labels
-from nfd.record import replace
 from nfd.sources.local import LocalSource, features_dir, parse_feature_file
 
 SRC = LocalSource()

@@ -11,7 +11,8 @@ from fixture_node import GI, MI, distance
 from podresources_standin import PodResourcesStandIn
 
 from nfd.hostroot import HostRoot
-from nfd.topology.kubeapi import KubeApi, from_kubeconfig
+from nfd.kube.config import from_kubeconfig
+from nfd.kube.light import LightTransport
 from nfd.topology.podwatch import PodWatch
 from nfd.topology.updater import Settings, Updater
 from nfd.topology.writer import NrtWriter
@@ -66,9 +67,9 @@ def resources(zone: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
     return {r["name"]: (r["capacity"], r["allocatable"], r["available"]) for r in zone["resources"]}
 
 
-def kube(fake_api: FakeApiServer, where: Path) -> KubeApi:
+def kube(fake_api: FakeApiServer, where: Path) -> LightTransport:
     """A client for the fake, configured as users configure it: by a kubeconfig."""
-    return KubeApi(from_kubeconfig(str(fake_api.write_kubeconfig(where / "kubeconfig"))))
+    return LightTransport(from_kubeconfig(str(fake_api.write_kubeconfig(where / "kubeconfig"))))
 
 
 def start(

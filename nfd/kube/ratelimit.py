@@ -24,14 +24,18 @@ and on push-back:
 - a 429 halves it, a slow answer (over ``slow_s``) cuts it by a quarter (with the rate);
 - rising latency cuts it by a quarter, at most once a second: the recent write latency
   (a moving average of the last few) above ``tolerance`` times the usual one (of the
-  last fifty or so), and above ``fast_s`` (under which any answer is fast: a few
-  milliseconds' noise is no sign of a queue). A rise, not a level: on a small API
-  server each request in flight adds to every answer's time while the throughput
-  still grows (etcd commits writes together), so latency over the fastest seen would
-  hold the window far below what the server takes; a queue building up (API Priority
-  and Fairness holding requests) shows as a jump. Only writes are timed for it: reads
-  are served from the API server's cache and a LIST's time grows with its size, so
-  either would make the writes look slow.
+  last fifty or so) and above ``fast_s`` (under which any answer is fast: a few
+  milliseconds' noise is no sign of a queue), and so is the latency per write in flight,
+  the inverse of the throughput (averaged over about the last window of answers, and
+  over the last ten windows). On a small API server each request in flight adds to
+  every answer's time while the throughput still grows or holds (etcd commits writes
+  together): latency alone, over the fastest seen or over the usual, would hold the
+  window far below what the server takes (on a shared real server it did: 11 writes in
+  flight on average, half a bare client's pace). A queue building up elsewhere (API
+  Priority and Fairness holding requests, other clients) slows each answer without more
+  in flight, and shows as a jump of both. Only writes
+  are timed for it: reads are served from the API server's cache and a LIST's time
+  grows with its size, so either would make the writes look slow.
 """
 
 from __future__ import annotations
@@ -84,9 +88,12 @@ class AdaptiveRate:
         self.fast_s = fast_s
         self.tolerance = tolerance
         self._slow_start = True
-        # Moving averages of write latencies: the last few, and the usual of late.
+        # Moving averages of write latencies: the last few, and the usual of late; and
+        # of latencies per write in flight (the inverse of the throughput), alike.
         self._recent: float | None = None
         self._usual: float | None = None
+        self._recent_per: float = 0.0
+        self._usual_per: float = 0.0
         self._last_cut = -math.inf
         self._freed = asyncio.Event()
         self.window_cuts = 0  # how often the window shrank
@@ -163,13 +170,24 @@ class AdaptiveRate:
 
     def _steer(self, seconds: float) -> None:
         t = self._clock()
+        per = seconds / max(1, self.in_flight)
         if self._recent is None or self._usual is None:
             self._recent = self._usual = seconds
+            self._recent_per = self._usual_per = per
         else:
             self._recent += SHORT_ALPHA * (seconds - self._recent)
             self._usual += LONG_ALPHA * (seconds - self._usual)
+            # The throughput over about the last window of answers, and the last ten:
+            # one answer of 64 in flight says little about the server's pace.
+            n = max(1, self.in_flight)
+            self._recent_per += min(SHORT_ALPHA, 1 / n) * (per - self._recent_per)
+            self._usual_per += min(LONG_ALPHA, 0.1 / n) * (per - self._usual_per)
         recent, usual = self._recent, self._usual
-        if recent > self.fast_s and recent > self.tolerance * usual:
+        if (
+            recent > self.fast_s
+            and recent > self.tolerance * usual
+            and self._recent_per > self.tolerance * self._usual_per
+        ):
             if t - self._last_cut >= 1.0:
                 window = self.window
                 self._cut(0.75, t)

@@ -1,0 +1,5 @@
+"""The one access layer to the API server: credentials (``config``), the error
+vocabulary (``errors``), two transports behind one interface (``transport``: ``light``
+over the stdlib for the per-node agents, ``heavy`` over the ``kubernetes`` package for
+the master; the request counter in ``transport`` and ``heavy``), the list-then-watch loop
+(``listwatch``) and the AIMD limiter of requests in flight (``ratelimit``)."""

@@ -1,0 +1,193 @@
+"""The heavy transport: the ``kubernetes`` package's ApiClient, for the master (the
+package its owner named; its cost, about 46 MiB, is paid once per cluster, not per
+node). Built from the same ``Credentials`` as the light transport: the same CA, client
+certificate and token (read again for each request)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from nfd.kube.config import Credentials
+from nfd.kube.errors import ApiError, Unreachable, from_response
+from nfd.kube.transport import JSON, Count, counted
+
+
+def api_client(creds: Credentials, pool_size: int) -> Any:
+    """kubernetes' ApiClient for ``creds`` with ``pool_size`` connections and without
+    urllib3's own retries (ours have backoff, jitter and a fresh read on 409)."""
+    import urllib3
+    from kubernetes import client
+
+    conf = client.Configuration(host=creds.server.rstrip("/"))
+    conf.connection_pool_maxsize = pool_size
+    conf.retries = 0
+    if creds.token or creds.token_file:
+        conf.api_key_prefix = {"BearerToken": "Bearer"}
+        conf.api_key = {"BearerToken": creds.bearer() or ""}
+        if creds.token_file:  # kubelet rotates a bound token: read it for each request
+
+            def refresh(c: Any) -> None:
+                c.api_key["BearerToken"] = creds.bearer() or ""
+
+            conf.refresh_api_key_hook = refresh  # type: ignore[assignment]  # typed None in its stubs
+    ac = client.ApiClient(conf)
+    ctx = creds.ssl_context()
+    if ctx is not None:
+        # The one TLS context (CA and client certificate from data or files alike), in
+        # place of the one the client would build from file names.
+        # urllib3 sets the context's verify_mode from cert_reqs: say it as the context does.
+        verify: dict[str, Any] = (
+            {"cert_reqs": "CERT_NONE", "assert_hostname": False} if creds.insecure else {}
+        )
+        ac.rest_client.pool_manager = urllib3.PoolManager(
+            num_pools=4, maxsize=pool_size, ssl_context=ctx, retries=False, **verify
+        )
+    return ac
+
+
+def from_exception(e: BaseException) -> ApiError:
+    """What the kubernetes client (or urllib3 under it) raised, as an ApiError."""
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(e, ApiError):
+        return e
+    if not isinstance(e, ApiException) or not e.status:
+        cause = getattr(e, "reason", None) or e
+        return Unreachable(
+            None, f"{type(e).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}".rstrip(": ")
+        )
+    headers = e.headers or {}
+    ra = headers.get("Retry-After") if hasattr(headers, "get") else None
+    return from_response(int(e.status), e.body, ra, str(e.reason or "").strip() or "request")
+
+
+def count_requests(api_client: Any, count: Count) -> None:
+    """Call ``count(verb, resource, code)`` for every request ``api_client`` sends,
+    whichever generated API class or watch sends it: one hook on its REST client."""
+    rest = api_client.rest_client
+    send = rest.request
+
+    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            resp = send(method, url, *args, **kwargs)
+        except BaseException:
+            counted(count, method, url, None)
+            raise
+        counted(count, method, url, int(resp.status))
+        return resp
+
+    rest.request = request
+
+
+class HeavyTransport:
+    """The transport interface over an ApiClient (plain JSON in and out: no model
+    objects)."""
+
+    def __init__(
+        self, api_client: Any, creds: Credentials, *, timeout: float = 30.0, count: Count | None = None
+    ) -> None:
+        self.api_client = api_client
+        self.creds = creds
+        self.timeout = timeout
+        self.count = count
+        self._host = api_client.configuration.host
+        self._aborted = False
+        self._streams: set[Any] = set()
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        h = {"Accept": JSON, "User-Agent": "nfd"}
+        token = self.creds.bearer()
+        if token:
+            h["Authorization"] = f"Bearer {token}"
+        if content_type:
+            h["Content-Type"] = content_type
+        return h
+
+    def _send(self, method: str, path: str, body: Any, content_type: str | None, timeout: Any) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        what = f"{method} {path.split('?')[0]}" if method != "WATCH" else f"watch {path.split('?')[0]}"
+        verb = "GET" if method == "WATCH" else method
+        if self._aborted:
+            raise Unreachable(None, f"{what}: stopping")
+        try:
+            resp = self.api_client.rest_client.request(
+                verb,
+                self._host + path,
+                headers=self._headers(content_type if body is not None else None),
+                body=body,
+                _request_timeout=timeout,
+            )
+        except ApiException as e:
+            counted(self.count, verb, path, e.status or None)
+            if not e.status:
+                raise Unreachable(None, f"{what}: {e.reason}") from None
+            headers = e.headers or {}
+            raise from_response(int(e.status), e.body, headers.get("Retry-After"), what) from None
+        except ApiError:
+            raise
+        except Exception as e:  # urllib3's and the socket's: no answer
+            counted(self.count, verb, path, None)
+            cause = getattr(e, "reason", None) or e
+            raise Unreachable(None, f"{what}: {str(cause).splitlines()[0]}") from None
+        status = int(resp.status)
+        counted(self.count, verb, path, status)
+        if not 200 <= status <= 299:
+            raise from_response(status, resp.read(), resp.getheader("Retry-After"), what)
+        return resp.response  # urllib3's, its body not read yet
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        resp = self._send(method, path, body, content_type, timeout or self.timeout)
+        raw = resp.data  # read whole, and the connection back to the pool
+        try:
+            doc = json.loads(raw) if raw else {}
+        except ValueError:
+            raise ApiError(resp.status, f"{method} {path}: the answer is not JSON") from None
+        if not isinstance(doc, dict):
+            raise ApiError(resp.status, f"{method} {path}: the answer is not a JSON object")
+        return doc
+
+    def watch(self, path: str, *, timeout: float) -> Iterator[dict[str, Any]]:
+        resp = self._send("WATCH", path, None, None, (10, timeout))
+        self._streams.add(resp)
+        buf = b""
+        try:
+            for chunk in resp.stream(64 * 1024, decode_content=False):
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield json.loads(line)
+            if buf.strip():
+                yield json.loads(buf)
+        except (OSError, ValueError) as e:
+            raise Unreachable(None, f"watch {path.split('?')[0]}: {e}") from None
+        except Exception as e:  # urllib3's ProtocolError, ReadTimeoutError
+            if self._aborted:
+                raise Unreachable(None, f"watch {path.split('?')[0]}: stopping") from None
+            raise Unreachable(None, f"watch {path.split('?')[0]}: {e}") from None
+        finally:
+            self._streams.discard(resp)
+            resp.close()  # a stream left midway must not go back to the pool as it is
+            resp.release_conn()
+
+    def abort(self) -> None:
+        self._aborted = True
+        for resp in list(self._streams):
+            try:
+                resp.shutdown()  # unblocks the reading thread (urllib3 >= 2.3)
+            except (OSError, ValueError, RuntimeError, AttributeError):
+                pass
+
+    def close(self) -> None:
+        self.api_client.close()

@@ -1,0 +1,162 @@
+"""The light transport: the stdlib's ``http.client`` and ``ssl``, for the per-node
+agents (``nfd dra``, the worker's NodeFeature publisher, the topology updater).
+
+Why not the ``kubernetes`` package: importing it costs about 46 MiB of RSS, and a per-node
+agent's memory is paid once per node. The agents need a few JSON requests and a watch,
+so this is the whole client: kept-alive connections (a few, for the agents' threads),
+one connection per watch, the token read again for each request."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import ssl
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from nfd.kube.config import Credentials
+from nfd.kube.errors import ApiError, Unreachable, from_response
+from nfd.kube.transport import JSON, Count, counted
+
+MAX_IDLE = 4  # kept-alive connections: the agents' threads rarely ask at once
+
+
+class LightTransport:
+    def __init__(
+        self,
+        creds: Credentials,
+        *,
+        timeout: float = 30.0,
+        user_agent: str = "nfd",
+        count: Count | None = None,
+    ) -> None:
+        self.creds = creds
+        self.timeout = timeout
+        self.user_agent = user_agent
+        self.count = count
+        self._context: ssl.SSLContext | None = creds.ssl_context()
+        self._host, self._port = creds.address()
+        self._prefix = creds.base_path
+        self._lock = threading.Lock()
+        self._idle: list[http.client.HTTPConnection] = []
+        self._busy: set[http.client.HTTPConnection] = set()
+        self._aborted = False
+
+    def _connect(self, timeout: float | None) -> http.client.HTTPConnection:
+        if self._context is not None:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._context)
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+
+    def _headers(self, body: bytes | None, content_type: str) -> dict[str, str]:
+        h = {"Accept": JSON, "User-Agent": self.user_agent}
+        token = self.creds.bearer()
+        if token:
+            h["Authorization"] = f"Bearer {token}"
+        if body is not None:
+            h["Content-Type"] = content_type
+        return h
+
+    def _take(self, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+        """A connection, and whether it was kept alive (and may have been closed by the
+        server meanwhile)."""
+        with self._lock:
+            if self._aborted:
+                raise Unreachable(None, "stopping")
+            conn = self._idle.pop() if self._idle else None
+            kept = conn is not None
+            if conn is None:
+                conn = self._connect(timeout)
+            conn.timeout = timeout
+            if conn.sock is not None:
+                conn.sock.settimeout(timeout)
+            self._busy.add(conn)
+        return conn, kept
+
+    def _give(self, conn: http.client.HTTPConnection, *, keep: bool) -> None:
+        with self._lock:
+            self._busy.discard(conn)
+            if keep and not self._aborted and len(self._idle) < MAX_IDLE:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        url = self._prefix + path
+        what = f"{method} {path.split('?')[0]}"
+        while True:
+            conn, kept = self._take(timeout or self.timeout)
+            try:
+                conn.request(method, url, body=data, headers=self._headers(data, content_type))
+                resp = conn.getresponse()
+                raw = resp.read()
+            except (http.client.HTTPException, OSError) as e:
+                self._give(conn, keep=False)
+                # A kept-alive connection the server closed meanwhile fails before any
+                # answer: send once more on a fresh one; any other failure is the answer.
+                if kept and isinstance(
+                    e, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+                ):
+                    continue
+                counted(self.count, method, path, None)
+                raise Unreachable(None, f"{what}: {'stopping' if self._aborted else e}") from None
+            self._give(conn, keep=not resp.will_close)
+            counted(self.count, method, path, resp.status)
+            return _decode(resp.status, raw, resp.getheader("Retry-After"), what)
+
+    def watch(self, path: str, *, timeout: float) -> Iterator[dict[str, Any]]:
+        what = f"watch {path.split('?')[0]}"
+        conn, _ = self._take(timeout)
+        try:
+            conn.request("GET", self._prefix + path, headers=self._headers(None, JSON))
+            resp = conn.getresponse()
+            counted(self.count, "GET", path, resp.status)
+            if resp.status != 200:
+                raise from_response(resp.status, resp.read(), resp.getheader("Retry-After"), what)
+            while line := resp.readline():
+                if line.strip():
+                    yield json.loads(line)
+        except (http.client.HTTPException, OSError, ValueError) as e:
+            raise Unreachable(None, f"{what}: {'stopping' if self._aborted else e}") from None
+        finally:
+            self._give(conn, keep=False)  # a stream left midway is not reused
+
+    def abort(self) -> None:
+        """Takes the lock only to see the connections: a blocked read sees EOF through
+        the plain socket's shutdown (TLS too)."""
+        with self._lock:
+            self._aborted = True
+            socks = [c.sock for c in self._busy if c.sock is not None]
+        for sock in socks:
+            try:
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:  # closed meanwhile
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+def _decode(status: int, raw: bytes, retry_after: str | None, what: str) -> dict[str, Any]:
+    if status >= 400:
+        raise from_response(status, raw, retry_after, what)
+    try:
+        doc = json.loads(raw) if raw else {}
+    except ValueError:
+        raise ApiError(status, f"{what}: the answer is not JSON") from None
+    if not isinstance(doc, dict):
+        raise ApiError(status, f"{what}: the answer is not a JSON object")
+    return doc
