@@ -10,7 +10,8 @@ interval, so that 60 passes (an hour at the default 60 s) take seconds.
    discovery, digest, heartbeat and scheduling together.
 3. In-process breakdown of one unchanged pass: discovery, digest, heartbeat round trip.
 
-Usage: python bench/worker_bench.py [--passes 60] [--interval 0.05]
+Usage: python bench/worker_bench.py [--passes 60] [--interval 0.05] [--config FILE]
+(``--config``: the worker reads that nfd-worker.conf, as a deployed worker does)
 (NFD_BENCH_PYTHON picks the interpreter; default: this one, with this checkout first on
 PYTHONPATH).
 """
@@ -90,6 +91,7 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=60)
     ap.add_argument("--long-passes", type=int, default=600)
     ap.add_argument("--interval", type=float, default=0.05)
+    ap.add_argument("--config", metavar="FILE", help="the worker's nfd-worker.conf")
     args = ap.parse_args()
     py = os.environ.get("NFD_BENCH_PYTHON") or sys.executable
 
@@ -105,7 +107,8 @@ def main() -> None:
         wait_for(master_url + "/healthz", lambda b: True)
         worker = subprocess.Popen(
             [py, "-c", FAST_WORKER, "worker", "--master", master_url, "--node-name", "bench-node",
-             "--sleep-interval", f"{args.interval}s", "--port", str(wport), "--status-host", "127.0.0.1"],
+             "--sleep-interval", f"{args.interval}s", "--port", str(wport), "--status-host", "127.0.0.1",
+             *(["--config", args.config] if args.config else [])],
             env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         wait_for(metrics_url, lambda b: heartbeats(b) >= 10)

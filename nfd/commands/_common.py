@@ -41,12 +41,13 @@ def worker_config(path: str | None, *, warn: Callable[[str], None]) -> WorkerCon
     """The worker config file's settings (defaults without one); unknown keys are passed
     to ``warn``."""
     from nfd.cli import CliError
-    from nfd.config import ConfigError, WorkerConfig, load_worker_config
+    from nfd.config import WorkerConfig
+    from nfd.settings import ConfigError, load_model
 
     if not path:
         return WorkerConfig()
     try:
-        config, warnings = load_worker_config(path)
+        config, warnings = load_model(path, WorkerConfig)
     except ConfigError as e:
         raise CliError(str(e)) from None
     for w in warnings:
@@ -128,7 +129,8 @@ def kube_credentials(kubeconfig: str | None) -> Credentials:
     $KUBECONFIG); CliError when the file is missing, no cluster is configured or the
     config is unusable."""
     from nfd.cli import CliError
-    from nfd.kube.config import ConfigError, load
+    from nfd.kube.config import load
+    from nfd.settings import ConfigError
 
     try:
         creds = load(kubeconfig)

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from nfd.commands._common import host_root, serve_status, stop_on_signals
     from nfd.devices.config import DEVICE_PLUGIN, load_config
     from nfd.devices.inventory import build_served_states
-    from nfd.devices.model import ConfigError
+    from nfd.settings import ConfigError
 
     try:
         config = load_config(args.config)

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from nfd.commands.deviceplugin import features_for
     from nfd.devices.config import DRA, load_config
     from nfd.devices.inventory import build_served_states, build_states
-    from nfd.devices.model import ConfigError
+    from nfd.settings import ConfigError
 
     try:
         config = load_config(args.config)

@@ -10,8 +10,6 @@ if TYPE_CHECKING:
     import argparse
     from pathlib import Path
 
-    from pydantic import ValidationError
-
     from nfd.master.settings import MasterSettings
 
 _DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -19,23 +17,17 @@ _DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 def settings_from_args(args: argparse.Namespace) -> MasterSettings:
     """Settings: defaults < environment (NFD_MASTER_*) < config file < flags."""
-    from pydantic import ValidationError
-    from pydantic_settings import SettingsError
-
     from nfd.cli import CliError
-    from nfd.config import ConfigError
-    from nfd.master.masterconfig import load_master_config
     from nfd.master.settings import MasterSettings
+    from nfd.settings import ConfigError
 
     try:
-        s = MasterSettings()
-    except ValidationError as e:
-        raise CliError(f"environment: {_env_errors(e)}") from None
-    except SettingsError as e:  # a group variable (NFD_MASTER_KUBE) that is not JSON
-        raise CliError(f"environment: {' '.join(str(e).split())}") from None
+        s = MasterSettings.from_environment()
+    except ConfigError as e:
+        raise CliError(str(e)) from None
     if args.config:
         try:
-            warnings = load_master_config(args.config, s)
+            warnings = s.apply_config_file(args.config)
         except ConfigError as e:
             raise CliError(str(e)) from None
         import logging
@@ -130,7 +122,7 @@ def _existing(flag: str, path: str, *, directory: bool = False) -> Path:
 
 def _duration(flag: str, value: str) -> float:
     from nfd.cli import CliError
-    from nfd.config import ConfigError, parse_duration
+    from nfd.settings import ConfigError, parse_duration
 
     try:
         return parse_duration(value, where=flag)
@@ -147,10 +139,3 @@ def _dns_name_error(name: str) -> str | None:
 
 def _positive_error(value: float) -> str | None:
     return None if value > 0 else " must be positive"
-
-
-def _env_errors(e: ValidationError) -> str:
-    """pydantic's report on one line: each variable by its name, and why."""
-    from nfd.validation import error_line
-
-    return error_line(e, lambda loc: "NFD_MASTER_" + "__".join(str(p) for p in loc).upper(), every=True)

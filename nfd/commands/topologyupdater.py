@@ -10,6 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from nfd.topology.config import TopologyConfig
     from nfd.topology.metrics import TopologyMetrics
     from nfd.worker.metrics import StatusServer
 
@@ -21,6 +22,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     add_node_name_argument(p)
     add_kubeconfig_argument(p)
+    p.add_argument(
+        "--config", metavar="FILE",
+        help="config file (nfd-topology-updater.conf): excludeList, the resources left out per node",
+    )  # fmt: skip
     p.add_argument(
         "--podresources-socket", metavar="PATH", default="/var/lib/kubelet/pod-resources/kubelet.sock",
         help="kubelet's PodResources socket",
@@ -65,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         socket=args.podresources_socket,
         kubelet_config=args.kubelet_config or None,
         interval=args.interval,
+        exclude=_config(args.config).excluded(args.node_name),
     )
     metrics, server = _metrics_server(args)
     scan_failed = metrics.scan_failed if metrics is not None else (lambda: None)
@@ -136,6 +142,22 @@ def run(args: argparse.Namespace) -> int:
         if server is not None:
             server.stop()
     return 0
+
+
+def _config(path: str | None) -> TopologyConfig:
+    from nfd.cli import CliError
+    from nfd.settings import ConfigError, load_model
+    from nfd.topology.config import TopologyConfig
+
+    if not path:
+        return TopologyConfig()
+    try:
+        config, warnings = load_model(path, TopologyConfig)
+    except ConfigError as e:
+        raise CliError(str(e)) from None
+    for w in warnings:
+        log.warning("%s", w)
+    return config
 
 
 def _metrics_server(args: argparse.Namespace) -> tuple[TopologyMetrics | None, StatusServer | None]:

@@ -110,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
     from nfd.backoff import Backoff
     from nfd.cli import CliError
     from nfd.commands._common import host_root, stop_on_signals, worker_config
-    from nfd.config import ConfigError, parse_duration
     from nfd.policy import dns_subdomain_error
+    from nfd.settings import ConfigError, parse_duration
     from nfd.sources import UnknownSourceError, default_registry
     from nfd.worker.client import MasterClient
     from nfd.worker.loop import Worker
@@ -180,11 +180,10 @@ def run(args: argparse.Namespace) -> int:
         # a resource is reported while a device for it is present, as the plugin serves it.
         from nfd.deviceplugin.view import served_resources
         from nfd.devices.config import load_config
-        from nfd.devices.model import ConfigError as PluginConfigError
 
         try:
             plugin_config = load_config(args.device_plugin_config)
-        except PluginConfigError as e:
+        except ConfigError as e:
             raise CliError(f"--device-plugin-config: {e}") from None
 
         def plugin_resources(features: Features) -> list[str]:

@@ -26,7 +26,7 @@ def declared_resources(config: PluginConfig | str | Path) -> list[str]:
 
 def served_resources(config: PluginConfig | str | Path, *, features: Features, host: HostRoot) -> list[str]:
     """Sorted names of the resources that have devices here. ``config`` may be a path;
-    a bad config raises :class:`nfd.devices.model.ConfigError`."""
+    a bad config raises :class:`nfd.settings.ConfigError`."""
     from nfd.devices.inventory import build_states
 
     cfg = config if isinstance(config, PluginConfig) else load_config(config)

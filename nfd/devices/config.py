@@ -19,42 +19,26 @@ Example::
       driverName: nfd.node.kubernetes.io  # the default
       taintEffect: NoSchedule             # of an unhealthy device's taint; or NoExecute
 
-pydantic models (camelCase keys, unknown keys refused); the device selector is the one
-key a resource takes from its registry of kinds, parsed by that kind. Every error is a
-:class:`ConfigError` whose message starts with the key path at fault
-(``resources[1].pci.vendor: ...``).
+Models of :mod:`nfd.settings` (camelCase keys, unknown keys refused, no value coerced
+but a number in ``env``); the device selector is the one key a resource takes from its
+registry of kinds, parsed by that kind. Every error is a :class:`ConfigError` whose
+message starts with the key path at fault (``resources[1].pci.vendor: ...``).
 """
 
 from __future__ import annotations
 
 import re
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, Self, cast
-
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    StrictBool,
-    StrictInt,
-    StrictStr,
-    ValidationError,
-    ValidationInfo,
-    model_validator,
-)
-from pydantic.alias_generators import to_camel
-from pydantic.functional_validators import ModelWrapValidatorHandler
+from typing import Any, ClassVar, Final
 
 from nfd.devices.cdi import CDI_VERSION, CDI_VERSIONS
 from nfd.devices.kinds import DeviceKind, KindRegistry, default_kinds
-from nfd.devices.model import ConfigError, DeviceNode, Mount
+from nfd.devices.model import DeviceNode, Mount
 from nfd.policy import dns_subdomain_error, qualified_name_error
-from nfd.validation import NestedError, error_line
+from nfd.settings import ConfigError, from_mapping, load_file
 
 DEVICE_PLUGIN: Final = "devicePlugin"
 DRA: Final = "dra"
@@ -63,12 +47,9 @@ DEFAULT_DRIVER_NAME = "nfd.node.kubernetes.io"
 MAX_DRIVER_NAME = 63
 MAX_DRA_RESOURCE = 64  # a DRA string attribute's limit: devices carry their resource's name
 MAX_REPLICAS = 1024
+TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CDI_KIND = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?/[A-Za-z]([A-Za-z0-9_-]*[A-Za-z0-9])?$")
-# Validation context: the kinds a resource may select, and the placeholders its
-# templates may use (those of the kind of the resource being validated).
-_KINDS = "kinds"
-_FIELDS = "template_fields"
 
 
 def driver_name_error(name: str) -> str | None:
@@ -93,205 +74,235 @@ def extended_resource_error(name: str) -> str | None:
     return err
 
 
-def _checked(error: Callable[[str], str | None], what: str) -> AfterValidator:
-    def check(value: str) -> str:
-        err = error(value)
+# -- values (the models' ``parse`` functions) -------------------------------------------
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError("expected a string", where)
+    return value
+
+
+def _checked(error: Callable[[str], str | None], what: str) -> Callable[[Any, str], str]:
+    def parse(value: Any, where: str) -> str:
+        err = error(_string(value, where))
         if err:
-            raise ValueError(f"{what}: {err}")
+            raise ConfigError(f"{what}: {err}", where)
+        return str(value)
+
+    return parse
+
+
+def _one_of(*choices: str) -> Callable[[Any, str], str]:
+    def parse(value: Any, where: str) -> str:
+        if not isinstance(value, str) or value not in choices:
+            raise ConfigError(f"{value!r} is not one of {', '.join(choices)}", where)
         return value
 
-    return AfterValidator(check)
+    return parse
 
 
-_ResourceName = Annotated[StrictStr, _checked(extended_resource_error, "invalid resource name")]
+def _items(value: Any, where: str) -> list[Any]:
+    """A list; null (a key left empty in YAML, ``deviceNodes:``) is an empty one."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ConfigError("expected a list", where)
+    return value
 
 
-def _context(info: ValidationInfo) -> dict[str, Any]:
-    assert info.context is not None  # parse_config gives one
-    return cast(dict[str, Any], info.context)
-
-
-def _template_error(text: str, info: ValidationInfo) -> str | None:
-    fields: frozenset[str] = _context(info)[_FIELDS]
-    try:
-        parsed = list(string.Formatter().parse(text))
-    except ValueError as e:
-        return f"bad template {text!r}: {e}"
-    for _lit, field, spec, conv in parsed:
-        if field is not None and (field not in fields or spec or conv):
-            known = ", ".join("{" + f + "}" for f in sorted(fields))
-            return f"unknown placeholder {{{field}}} (known: {known})"
-    return None
-
-
-def _container_path(raw: Any, host_key: str) -> Any:
-    """The container sees a path where the host does unless told otherwise."""
-    if isinstance(raw, dict) and host_key in raw:
-        return {"containerPath": raw[host_key], **raw}
-    return raw
-
-
-def _paths(item: DeviceNode | Mount, host_key: str, info: ValidationInfo) -> None:
-    """Both paths absolute, with the kind's placeholders only."""
-    for key, path in ((host_key, item.host_path), ("containerPath", item.container_path)):
-        err = "expected an absolute path" if not path.startswith("/") else _template_error(path, info)
-        if err:
-            raise NestedError(key, err)
-
-
-def _node_input(raw: Any) -> Any:
-    return _container_path({"path": raw} if isinstance(raw, str) else raw, "path")  # a path alone
-
-
-def _node(node: DeviceNode, info: ValidationInfo) -> DeviceNode:
-    _paths(node, "path", info)
-    if not node.host_path.startswith("/dev/"):
-        raise NestedError("path", "device nodes live under /dev/")
-    perms = node.permissions
-    if not perms or set(perms) - set("rwm") or len(set(perms)) != len(perms):
-        raise NestedError("permissions", "expected some of r, w, m (like rw or rwm)")
-    return node
-
-
-def _mount_input(raw: Any) -> Any:
-    # Mount is a plain dataclass, validated in pydantic's lax mode: "yes" or 1 would pass as true.
-    if isinstance(raw, dict) and not isinstance(raw.get("readOnly", True), bool):
-        raise NestedError("readOnly", "expected true or false")
-    return _container_path(raw, "hostPath")
-
-
-def _mount(mount: Mount, info: ValidationInfo) -> Mount:
-    _paths(mount, "hostPath", info)
-    return mount
-
-
-def _env(raw: Any, info: ValidationInfo) -> Any:
-    """``{NAME: value}`` -> ``((NAME, value), ...)``; numbers are taken as strings."""
-    if raw is None:
-        return ()
-    if not isinstance(raw, dict):
-        raise ValueError("expected a mapping of NAME: value")
+def _device_nodes(value: Any, where: str) -> tuple[DeviceNode, ...]:
     out = []
-    for k, v in raw.items():
+    for i, raw in enumerate(_items(value, where)):
+        at = f"{where}[{i}]"
+        spec = from_mapping(
+            _DeviceNodeSpec, {"path": raw} if isinstance(raw, str) else raw, warnings=[], where=at
+        )
+        if not spec.path.startswith("/dev/"):
+            raise ConfigError("device nodes live under /dev/", f"{at}.path")
+        perms = spec.permissions
+        if not perms or set(perms) - set("rwm") or len(set(perms)) != len(perms):
+            raise ConfigError("expected some of r, w, m (like rw or rwm)", f"{at}.permissions")
+        out.append(DeviceNode(spec.path, spec.container_path or spec.path, perms))
+    return tuple(out)
+
+
+def _mounts(value: Any, where: str) -> tuple[Mount, ...]:
+    out = []
+    for i, raw in enumerate(_items(value, where)):
+        spec = from_mapping(_MountSpec, raw, warnings=[], where=f"{where}[{i}]")
+        out.append(Mount(spec.host_path, spec.container_path or spec.host_path, spec.read_only))
+    return tuple(out)
+
+
+def _env(value: Any, where: str) -> tuple[tuple[str, str], ...]:
+    """``{NAME: value}`` -> ``((NAME, value), ...)``; numbers are taken as strings."""
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping):
+        raise ConfigError("expected a mapping of NAME: value", where)
+    out = []
+    for k, v in value.items():
         if not isinstance(k, str) or not _ENV_NAME.match(k):
-            raise ValueError(f"{k!r} is not a valid environment variable name")
+            raise ConfigError(f"{k!r} is not a valid environment variable name", where)
         if isinstance(v, bool) or not isinstance(v, str | int | float):
-            raise NestedError(k, "expected a string")
-        err = _template_error(str(v), info)
-        if err:
-            raise NestedError(k, err)
+            raise ConfigError("expected a string", f"{where}.{k}")
         out.append((k, str(v)))
     return tuple(out)
 
 
-def _one_server(raw: Any) -> Any:
-    if isinstance(raw, list) and {DEVICE_PLUGIN, DRA} == {v for v in raw if isinstance(v, str)}:
-        raise ValueError(
-            "served by the device plugin or by DRA, never both (one device must not be offered twice)"
+def _cdi(value: Any, where: str) -> CdiConfig | None:
+    if value is True:
+        return CdiConfig()
+    if value is False or value is None:
+        return None
+    return from_mapping(CdiConfig, value, warnings=[], where=where)
+
+
+def _cdi_kind(value: Any, where: str) -> str | None:
+    return None if value is None else _string(value, where)
+
+
+def _served_by(value: Any, where: str) -> str:
+    if isinstance(value, list) and {DEVICE_PLUGIN, DRA} == {v for v in value if isinstance(v, str)}:
+        raise ConfigError(
+            "served by the device plugin or by DRA, never both (one device must not be offered twice)", where
         )
-    return raw[0] if isinstance(raw, list) and len(raw) == 1 else raw
+    return _one_of(DEVICE_PLUGIN, DRA)(
+        value[0] if isinstance(value, list) and len(value) == 1 else value, where
+    )
 
 
-def _null_as(empty: Any) -> BeforeValidator:
-    """A key left empty in YAML (``deviceNodes:``) is null: the same as leaving it out."""
-    return BeforeValidator(lambda v: empty if v is None else v)
+def _extended_resource(value: Any, where: str) -> str | bool:
+    if value is None or value is False:
+        return False
+    if value is True:
+        raise ConfigError("expected a resource name or false", where)
+    return _checked(extended_resource_error, "invalid resource name")(value, where)
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, extra="forbid", frozen=True)
+def _strict(kind: type) -> Callable[[Any, str], Any]:
+    """A value of exactly this type (YAML's 1 is no true, "2" no 2)."""
+
+    def parse(value: Any, where: str) -> Any:
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise ConfigError(f"expected {'true or false' if kind is bool else 'a whole number'}", where)
+        return value
+
+    return parse
 
 
-class CdiConfig(_Model):
-    kind: StrictStr | None = None  # default: the resource's name
-    version: Literal[CDI_VERSIONS] = CDI_VERSION  # type: ignore[valid-type]
+def _template_error(text: str, fields: frozenset[str]) -> str | None:
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError as e:
+        return f"bad template {text!r}: {e}"
+    for _lit, name, spec, conv in parsed:
+        if name is not None and (name not in fields or spec or conv):
+            known = ", ".join("{" + f + "}" for f in sorted(fields))
+            return f"unknown placeholder {{{name}}} (known: {known})"
+    return None
 
 
-class ResourceConfig(_Model):
+# -- the models ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _DeviceNodeSpec:
+    __unknown_keys__: ClassVar[str] = "error"
+    path: str = field(metadata={"parse": _string})
+    container_path: str = field(default="", metadata={"parse": _string})
+    permissions: str = field(default="rwm", metadata={"parse": _string})
+
+
+@dataclass(frozen=True)
+class _MountSpec:
+    __unknown_keys__: ClassVar[str] = "error"
+    host_path: str = field(metadata={"parse": _string})
+    container_path: str = field(default="", metadata={"parse": _string})
+    read_only: bool = field(default=True, metadata={"parse": _strict(bool)})
+
+
+@dataclass(frozen=True)
+class CdiConfig:
+    __unknown_keys__: ClassVar[str] = "error"
+    kind: str | None = field(default=None, metadata={"parse": _cdi_kind})  # default: the resource's name
+    version: str = field(default=CDI_VERSION, metadata={"parse": _one_of(*CDI_VERSIONS)})
+
+
+@dataclass(frozen=True)
+class ResourceConfig:
     """One resource; besides these keys exactly one device selector (``pci``, ``usb``, ...,
     a key of the registry's kinds), which becomes :attr:`kind` and :attr:`selector`."""
 
-    name: _ResourceName
-    device_nodes: Annotated[
-        tuple[Annotated[DeviceNode, BeforeValidator(_node_input), AfterValidator(_node)], ...], _null_as(())
-    ] = ()
-    mounts: Annotated[
-        tuple[Annotated[Mount, BeforeValidator(_mount_input), AfterValidator(_mount)], ...], _null_as(())
-    ] = ()
-    env: Annotated[tuple[tuple[str, str], ...], BeforeValidator(_env)] = ()
-    replicas: StrictInt = Field(1, ge=1, le=MAX_REPLICAS)
-    cdi: Annotated[
-        CdiConfig | None, BeforeValidator(lambda v: {} if v is True else None if v is False else v)
-    ] = None
-    pre_start_check: StrictBool = False
-    served_by: Annotated[Literal["devicePlugin", "dra"], BeforeValidator(_one_server)] = DEVICE_PLUGIN
+    __unknown_keys__: ClassVar[str] = "error"
+    name: str = field(metadata={"parse": _checked(extended_resource_error, "invalid resource name")})
+    device_nodes: tuple[DeviceNode, ...] = field(default=(), metadata={"parse": _device_nodes})
+    mounts: tuple[Mount, ...] = field(default=(), metadata={"parse": _mounts})
+    env: tuple[tuple[str, str], ...] = field(default=(), metadata={"parse": _env})
+    replicas: int = field(default=1, metadata={"parse": _strict(int), "ge": 1, "le": MAX_REPLICAS})
+    cdi: CdiConfig | None = field(default=None, metadata={"parse": _cdi})
+    pre_start_check: bool = field(default=False, metadata={"parse": _strict(bool)})
+    served_by: str = field(default=DEVICE_PLUGIN, metadata={"parse": _served_by})
     # For DRA: the extended resource a DeviceClass maps to these devices, so that pods
-    # asking for it in resources.limits are served through DRA. Default: the name;
-    # false: not mapped. See extended_resource_name.
-    extended_resource: Annotated[
-        _ResourceName | None,
-        BeforeValidator(lambda v: None if v is False else v),
-    ] = Field(None, alias="extendedResourceName")
-
-    _kind: DeviceKind = PrivateAttr()
-    _selector: Any = PrivateAttr()
-    _where: str = PrivateAttr("")
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _device(cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo) -> Self:
-        context = _context(info)
-        kinds: KindRegistry = context[_KINDS]
-        if not isinstance(data, dict):
-            return handler(data)
-        chosen = [k for k in kinds.names() if k in data]
-        if len(chosen) != 1:
-            raise ValueError(
-                f"needs exactly one device selector ({', '.join(kinds.names())})"
-                + (f", got {', '.join(chosen)}" if chosen else "")
-            )
-        kind = kinds.get(chosen[0])
-        assert kind is not None
-        try:
-            selector = kind.parse_selector(data[kind.name], kind.name)
-        except ConfigError as e:  # its message starts with the key path we gave it
-            key, _, why = str(e).partition(": ")
-            raise NestedError(key, why) from None
-        context[_FIELDS] = kind.template_fields
-        res = handler({k: v for k, v in data.items() if k != kind.name})
-        res._kind, res._selector = kind, selector
-        res._check()
-        return res
+    # asking for it in resources.limits are served through DRA. True: the name; false:
+    # not mapped. See extended_resource_name.
+    extended_resource: str | bool = field(
+        default=True, metadata={"key": "extendedResourceName", "parse": _extended_resource}
+    )
+    _kind: Any = field(default=None, compare=False, repr=False, metadata={"internal": True})
+    _selector: Any = field(default=None, compare=False, repr=False, metadata={"internal": True})
+    _where: str = field(default="", compare=False, repr=False, metadata={"internal": True})
 
     def _check(self) -> None:
-        """What involves several keys."""
+        """What involves several keys, or the kind's placeholders."""
+        fields = self.kind.template_fields
+        for i, node in enumerate(self.device_nodes):
+            for key, path in (("path", node.host_path), ("containerPath", node.container_path)):
+                self._template(f"deviceNodes[{i}].{key}", path, fields)
+        for i, mount in enumerate(self.mounts):
+            for key, path in (("hostPath", mount.host_path), ("containerPath", mount.container_path)):
+                self._template(f"mounts[{i}].{key}", path, fields)
+        for k, v in self.env:
+            err = _template_error(v, fields)
+            if err:
+                raise ConfigError(err, f"{self.where}.env.{k}")
         if self.dra:
             if self.replicas != 1:
-                raise NestedError(
-                    "replicas", "DRA hands out whole devices; replicas is for the device plugin"
+                raise ConfigError(
+                    "DRA hands out whole devices; replicas is for the device plugin", f"{self.where}.replicas"
                 )
             if len(self.name) > MAX_DRA_RESOURCE:
-                raise NestedError(
-                    "name",
+                raise ConfigError(
                     f"{self.name!r} is longer than {MAX_DRA_RESOURCE} characters, the limit of the DRA"
                     " attribute that names it",
+                    f"{self.where}.name",
                 )
-        elif "extended_resource" in self.model_fields_set:
-            raise NestedError(
-                "extendedResourceName",
+        elif self.extended_resource is not True:
+            raise ConfigError(
                 f"only for servedBy: dra (the device plugin serves {self.name} itself)",
+                f"{self.where}.extendedResourceName",
             )
         if self.cdi_kind is not None and not _CDI_KIND.match(self.cdi_kind):
-            raise NestedError(
-                "cdi",
+            raise ConfigError(
                 f"{self.cdi_kind!r} is not a CDI kind 'vendor.com/class' (class: letters, digits, '-', '_');"
                 " set cdi: {kind: ...}",
+                f"{self.where}.cdi",
             )
         if self.cdi_kind and not self.device_nodes and not self.mounts and self.kind.name == "pci":
-            raise NestedError("cdi", "a CDI device needs something to inject: add deviceNodes or mounts")
+            raise ConfigError(
+                "a CDI device needs something to inject: add deviceNodes or mounts", f"{self.where}.cdi"
+            )
+
+    def _template(self, key: str, path: str, fields: frozenset[str]) -> None:
+        err = "expected an absolute path" if not path.startswith("/") else _template_error(path, fields)
+        if err:
+            raise ConfigError(err, f"{self.where}.{key}")
 
     @property
     def kind(self) -> DeviceKind:
-        return self._kind
+        kind: DeviceKind = self._kind
+        return kind
 
     @property
     def selector(self) -> Any:
@@ -309,9 +320,9 @@ class ResourceConfig(_Model):
 
     @property
     def extended_resource_name(self) -> str | None:
-        if not self.dra:
+        if not self.dra or self.extended_resource is False:
             return None
-        return self.extended_resource if "extended_resource" in self.model_fields_set else self.name
+        return self.name if self.extended_resource is True else str(self.extended_resource)
 
     @property
     def cdi_kind(self) -> str | None:
@@ -325,40 +336,24 @@ class ResourceConfig(_Model):
         return CDI_VERSION if self.cdi is None else str(self.cdi.version)
 
 
-class DraConfig(_Model):
-    driver_name: Annotated[StrictStr, _checked(driver_name_error, "invalid driver name")] = (
-        DEFAULT_DRIVER_NAME
+@dataclass(frozen=True)
+class DraConfig:
+    __unknown_keys__: ClassVar[str] = "error"
+    driver_name: str = field(
+        default=DEFAULT_DRIVER_NAME, metadata={"parse": _checked(driver_name_error, "invalid driver name")}
     )
     # NoSchedule keeps new claims off an unhealthy device; NoExecute also evicts the
     # pods using it.
-    taint_effect: Literal["NoSchedule", "NoExecute"] = "NoSchedule"
+    taint_effect: str = field(default="NoSchedule", metadata={"parse": _one_of(*TAINT_EFFECTS)})
 
 
-class PluginConfig(_Model):
+@dataclass(frozen=True)
+class PluginConfig:
     # An empty list is allowed: a deployment may ship the plugin before anything is
     # configured; the plugin then serves nothing and says so.
-    resources: tuple[ResourceConfig, ...]
-    dra: Annotated[DraConfig, _null_as({})] = DraConfig()
-
-    @model_validator(mode="after")
-    def _names(self) -> PluginConfig:
-        """Each name (and extended-resource name) is served once."""
-        seen: dict[str, str] = {}
-        for i, res in enumerate(self.resources):
-            res._where = f"resources[{i}]"
-            for what, name in (("name", res.name), ("extendedResourceName", res.extended_resource_name)):
-                if name is None or (what == "extendedResourceName" and name == res.name):
-                    continue
-                if name in seen:
-                    twice = what == "name" and seen[name].endswith(".name")
-                    raise NestedError(
-                        f"{res.where}.{what}",
-                        f"{name!r} is declared twice"
-                        if twice
-                        else f"{name!r} is already served by {seen[name]}",
-                    )
-                seen[name] = f"{res.where}.{what}"
-        return self
+    __unknown_keys__: ClassVar[str] = "error"
+    resources: tuple[ResourceConfig, ...] = field(metadata={"raw": True})  # parse_config reads them
+    dra: DraConfig = field(default_factory=DraConfig)
 
     @property
     def driver_name(self) -> str:
@@ -370,14 +365,54 @@ class PluginConfig(_Model):
 
 def load_config(path: str | Path, kinds: KindRegistry | None = None) -> PluginConfig:
     """Raises ConfigError, one line that names the file once (and the key)."""
-    from nfd.config import load_config_file
-
-    config, _ = load_config_file(path, lambda data, _w: parse_config(data, kinds), error=ConfigError)
+    config, _ = load_file(path, lambda data, _w: parse_config(data, kinds))
     return config
 
 
 def parse_config(data: Any, kinds: KindRegistry | None = None) -> PluginConfig:
-    try:
-        return PluginConfig.model_validate(data, context={_KINDS: kinds or default_kinds()})
-    except ValidationError as e:
-        raise ConfigError(error_line(e)) from None
+    """The file's document; raises ConfigError naming the key at fault."""
+    registry = kinds or default_kinds()
+    config = from_mapping(PluginConfig, data, warnings=[])
+    resources = tuple(
+        _resource(raw, f"resources[{i}]", registry)
+        for i, raw in enumerate(_items(config.resources, "resources"))
+    )
+    _served_once(resources)
+    return replace(config, resources=resources)
+
+
+def _resource(raw: Any, where: str, kinds: KindRegistry) -> ResourceConfig:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"expected a mapping, got {type(raw).__name__}", where)
+    chosen = [k for k in kinds.names() if k in raw]
+    if len(chosen) != 1:
+        raise ConfigError(
+            f"needs exactly one device selector ({', '.join(kinds.names())})"
+            + (f", got {', '.join(chosen)}" if chosen else ""),
+            where,
+        )
+    kind = kinds.get(chosen[0])
+    assert kind is not None
+    selector = kind.parse_selector(raw[kind.name], f"{where}.{kind.name}")  # its errors name the key
+    res = from_mapping(
+        ResourceConfig, {k: v for k, v in raw.items() if k != kind.name}, warnings=[], where=where
+    )
+    res = replace(res, _kind=kind, _selector=selector, _where=where)
+    res._check()
+    return res
+
+
+def _served_once(resources: tuple[ResourceConfig, ...]) -> None:
+    """Each name (and extended-resource name) is served once."""
+    seen: dict[str, str] = {}
+    for res in resources:
+        for what, name in (("name", res.name), ("extendedResourceName", res.extended_resource_name)):
+            if name is None or (what == "extendedResourceName" and name == res.name):
+                continue
+            if name in seen:
+                twice = what == "name" and seen[name].endswith(".name")
+                raise ConfigError(
+                    f"{name!r} is declared twice" if twice else f"{name!r} is already served by {seen[name]}",
+                    f"{res.where}.{what}",
+                )
+            seen[name] = f"{res.where}.{what}"

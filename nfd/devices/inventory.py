@@ -354,7 +354,7 @@ def build_served_states(
     """The states of the resources served ``served_by`` (``devicePlugin`` or ``dra``),
     with their warnings, after checking that no device is selected by a resource of the
     other way too: a device is offered once (ConfigError naming both resources)."""
-    from nfd.devices.model import ConfigError
+    from nfd.settings import ConfigError
 
     states, warnings = build_states(resources, features=features, host=host)
     owner: dict[str, ResourceState] = {}

@@ -5,17 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
 
 from nfd.hostroot import HostRoot
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
 MAX_ID_LEN = 63  # kubelet's limit on a device ID
-
-
-class ConfigError(ValueError):
-    """The device-plugin config is wrong; the message starts with the offending key."""
 
 
 class Gone(str):
@@ -45,32 +40,12 @@ class DeviceNode:
     container_path: str
     permissions: str = "rwm"
 
-    # Its keys in the device config (nfd.devices.config validates it with pydantic, which
-    # reads this plain dict; nothing here imports pydantic).
-    __pydantic_config__: ClassVar[dict[str, Any]] = {
-        "extra": "forbid",
-        "alias_generator": {
-            "host_path": "path",
-            "container_path": "containerPath",
-            "permissions": "permissions",
-        }.__getitem__,
-    }
-
 
 @dataclass(frozen=True, slots=True)
 class Mount:
     host_path: str
     container_path: str
     read_only: bool = True
-
-    __pydantic_config__: ClassVar[dict[str, Any]] = {
-        "extra": "forbid",
-        "alias_generator": {
-            "host_path": "hostPath",
-            "container_path": "containerPath",
-            "read_only": "readOnly",
-        }.__getitem__,
-    }
 
 
 @dataclass(frozen=True, slots=True)

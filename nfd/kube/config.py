@@ -17,13 +17,10 @@ from urllib.parse import urlsplit
 
 from nfd import yamlfile
 from nfd.kube.errors import Unreachable
+from nfd.settings import ConfigError
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 KUBECONFIG_LIMIT = 1 << 20  # a kubeconfig with a few embedded certificates is a few KiB
-
-
-class ConfigError(Exception):
-    """A kubeconfig or in-cluster configuration that cannot be used; one line."""
 
 
 class NoClusterError(ConfigError):

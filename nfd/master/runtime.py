@@ -7,7 +7,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from nfd.kube.config import ConfigError, NoClusterError, load
+from nfd.kube.config import NoClusterError, load
 from nfd.kube.heavy import api_client as make_api_client
 from nfd.master.auth import Authenticator
 from nfd.master.decide import Decider
@@ -27,6 +27,7 @@ from nfd.master.rulewatch import RuleWatcher
 from nfd.master.service import MasterService
 from nfd.master.settings import MasterSettings
 from nfd.policy import Policy
+from nfd.settings import ConfigError
 from nfd.sources import FeatureSource, default_registry
 
 log = logging.getLogger(__name__)

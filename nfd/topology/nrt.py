@@ -37,7 +37,7 @@ def zone_name(node_id: int) -> str:
     return f"node-{node_id}"
 
 
-def _zone(zone: Zone, layout: Layout) -> dict[str, Any]:
+def _zone(zone: Zone, layout: Layout, exclude: frozenset[str]) -> dict[str, Any]:
     node = next((n for n in layout.nodes if n.id == zone.id), None)
     out: dict[str, Any] = {"name": zone_name(zone.id), "type": "Node"}
     if node is not None and node.distances:
@@ -50,6 +50,7 @@ def _zone(zone: Zone, layout: Layout) -> dict[str, Any]:
             "available": quantity(name, a.available),
         }
         for name, a in sorted(zone.resources.items())
+        if name not in exclude
     ]
     return out
 
@@ -61,9 +62,11 @@ def build(
     layout: Layout,
     policy: TopologyPolicy | None,
     node_uid: str | None,
+    exclude: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """The whole object. ``policy`` None (unreadable or unknown): no policy attributes.
-    ``node_uid`` None: no owner reference (the Node could not be read)."""
+    ``node_uid`` None: no owner reference (the Node could not be read). Resources named
+    in ``exclude`` are left out (upstream's excludeList)."""
     meta: dict[str, Any] = {"name": node_name}
     if node_uid:
         meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid}]
@@ -74,7 +77,7 @@ def build(
             {"name": "topologyManagerPolicy", "value": policy.policy},
             {"name": "topologyManagerScope", "value": policy.scope},
         ]
-    obj["zones"] = [_zone(z, layout) for z in zones]
+    obj["zones"] = [_zone(z, layout, exclude) for z in zones]
     return obj
 
 

@@ -34,6 +34,7 @@ class Settings:
     socket: str
     kubelet_config: str | None  # None: policy unknown, attributes left out
     interval: float = 10.0
+    exclude: frozenset[str] = frozenset()  # resources left out of the object (excludeList)
 
 
 class Updater:
@@ -112,7 +113,12 @@ class Updater:
         if self._uid is None:
             self._uid = self.node_uid()
         obj = nrt.build(
-            self.settings.node_name, zones=result.zones, layout=layout, policy=policy, node_uid=self._uid
+            self.settings.node_name,
+            zones=result.zones,
+            layout=layout,
+            policy=policy,
+            node_uid=self._uid,
+            exclude=self.settings.exclude,
         )
         self._say(policy_warnings + result.warnings)
         return obj

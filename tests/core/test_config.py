@@ -2,13 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from nfd.config import (
-    DEFAULT_CPUID_BLACKLIST,
-    ConfigError,
-    WorkerConfig,
-    load_worker_config,
-    parse_duration,
-)
+from nfd.config import DEFAULT_CPUID_BLACKLIST, WorkerConfig
+from nfd.settings import ConfigError, load_model, parse_duration
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -28,7 +23,7 @@ def test_defaults_are_upstreams() -> None:
 
 
 def test_upstream_keys(tmp_path: Path) -> None:
-    cfg, warnings = load_worker_config(
+    cfg, warnings = load_model(
         write(
             tmp_path,
             """
@@ -48,7 +43,8 @@ sources:
     deviceClassWhitelist: ["0200", "03"]
     deviceLabelFields: [vendor]
 """,
-        )
+        ),
+        WorkerConfig,
     )
     assert cfg.core.label_whitelist == "^cpu-"
     assert cfg.core.sleep_interval == 90.0
@@ -61,7 +57,7 @@ sources:
 
 
 def test_intel_published_worker_config(tmp_path: Path) -> None:
-    cfg, warnings = load_worker_config(write(tmp_path, 'core:\n  labelSources:\n   - "local"\n'))
+    cfg, warnings = load_model(write(tmp_path, 'core:\n  labelSources:\n   - "local"\n'), WorkerConfig)
     assert cfg.core.label_sources == ("local",)
     assert warnings == []
 
@@ -81,12 +77,12 @@ def test_intel_published_worker_config(tmp_path: Path) -> None:
 )
 def test_bad_values_name_the_key(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=__import__("re").escape(message)):
-        load_worker_config(write(tmp_path, text))
+        load_model(write(tmp_path, text), WorkerConfig)
 
 
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such file"):
-        load_worker_config(tmp_path / "nope.conf")
+        load_model(tmp_path / "nope.conf", WorkerConfig)
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("60s", 60), ("1h30m", 5400), ("500ms", 0.5), ("0", 0)])
@@ -126,7 +122,7 @@ def test_values_that_cannot_be_used_name_the_key(tmp_path: Path, text: str, mess
     that is no duration (not finite, negative, beyond Go's 292 years), a number too
     large to print: each an error naming the key, not an internal error later."""
     with pytest.raises(ConfigError) as e:
-        load_worker_config(write(tmp_path, text))
+        load_model(write(tmp_path, text), WorkerConfig)
     assert message in str(e.value) and "\n" not in str(e.value)
 
 

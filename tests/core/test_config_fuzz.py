@@ -16,9 +16,10 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nfd.config import ConfigError, WorkerConfig, load_worker_config
+from nfd.config import WorkerConfig
 from nfd.features import Features
 from nfd.labels import source_labels
+from nfd.settings import ConfigError, load_model
 from nfd.sources.custom import CustomSource
 from tests.fuzzing import deeply_nested, dump, mutated, named_key, one_line_naming, raw_bytes
 
@@ -39,7 +40,7 @@ NODE = Features(
 def check(path: Path) -> WorkerConfig | None:
     """The config, or None after checking the error's message."""
     try:
-        config, warnings = load_worker_config(path)
+        config, warnings = load_model(path, WorkerConfig)
     except ConfigError as e:
         message = str(e)
         one_line_naming(message, str(path))
@@ -59,7 +60,7 @@ def test_a_config_of_the_right_shape_with_bad_values(tmp_path: Path, doc: Any) -
     path = tmp_path / "nfd-worker.conf"
     path.write_text(dump(doc))
     try:
-        load_worker_config(path)
+        load_model(path, WorkerConfig)
     except ConfigError as e:
         why = str(e).removeprefix(f"config file {path}: ")
         # A document that is not a mapping is "the file"; otherwise the key is named.

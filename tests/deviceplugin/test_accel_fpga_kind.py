@@ -12,9 +12,9 @@ from nfd.devices.config import parse_config
 from nfd.devices.inventory import ResourceState, build_states
 from nfd.devices.kinds import KindRegistry, default_kinds
 from nfd.devices.kinds.fpga import FpgaKind
-from nfd.devices.model import ConfigError
 from nfd.features import Features
 from nfd.hostroot import HostRoot
+from nfd.settings import ConfigError
 
 HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
 

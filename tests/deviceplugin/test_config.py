@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nfd.devices.config import DEFAULT_DRIVER_NAME, extended_resource_error, parse_config
-from nfd.devices.model import ConfigError
+from nfd.settings import ConfigError
 
 
 def err(data: Any) -> str:
@@ -76,10 +76,13 @@ def test_full_config() -> None:
             "resources[0]: needs exactly one device selector (pci, usb, devnode, gpu, fpga), got pci, usb",
         ),
         (res(pci={"vendor": "8086"}, colour="red"), "resources[0].colour: unknown key"),
-        (res(pci={"vendor": "8086"}, servedBy=[{"dra": True}]), "resources[0].servedBy: Input should be"),
+        (
+            res(pci={"vendor": "8086"}, servedBy=[{"dra": True}]),
+            "resources[0].servedBy: {'dra': True} is not one of devicePlugin, dra",
+        ),
         (
             res(pci={"vendor": "8086"}, replicas=0),
-            "resources[0].replicas: Input should be greater than or equal to 1",
+            "resources[0].replicas: 0: must be at least 1",
         ),
         (
             res(pci={"vendor": "8086"}, deviceNodes=["/dev/x/{group}"]),

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 
 from nfd.devices.config import load_config
-from nfd.devices.model import ConfigError
+from nfd.settings import ConfigError
 from tests.fuzzing import dump, mutated, named_key, one_line_naming, raw_bytes
 
 VALID: dict[str, Any] = {

@@ -17,9 +17,9 @@ from nfd.devices.config import parse_config
 from nfd.devices.inventory import ResourceState, build_states
 from nfd.devices.kinds import KindRegistry
 from nfd.devices.kinds.gpu import GpuKind
-from nfd.devices.model import ConfigError
 from nfd.features import Features
 from nfd.hostroot import HostRoot
+from nfd.settings import ConfigError
 from nfd.sources.nvml import NO_INSTANCE, XidEvent
 from nfd.sources.nvml_fake import FakeNvml, a100_mig, h100x8
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nfd.devices.config import DEFAULT_DRIVER_NAME, parse_config
-from nfd.devices.model import ConfigError
+from nfd.settings import ConfigError
 
 
 def err(data: Any) -> str:
@@ -45,7 +45,7 @@ def test_defaults() -> None:
     [
         (
             {"resources": [dra(servedBy="kubelet")]},
-            "resources[0].servedBy: Input should be 'devicePlugin' or 'dra'",
+            "resources[0].servedBy: 'kubelet' is not one of devicePlugin, dra",
         ),
         (
             {"resources": [dra(servedBy=["dra", "devicePlugin"])]},
@@ -65,7 +65,7 @@ def test_defaults() -> None:
         ),
         (
             {"resources": [dra(extendedResourceName=3)]},
-            "resources[0].extendedResourceName: Input should be a valid string",
+            "resources[0].extendedResourceName: expected a string",
         ),
         (
             {"resources": [dra(), dra("example.com/y", extendedResourceName="example.com/x")]},
@@ -81,7 +81,7 @@ def test_defaults() -> None:
         ({"dra": {"driverName": "-x.example.com"}, "resources": []}, "dra.driverName: invalid driver name"),
         (
             {"dra": {"taintEffect": "PreferNoSchedule"}, "resources": []},
-            "dra.taintEffect: Input should be 'NoSchedule' or 'NoExecute'",
+            "dra.taintEffect: 'PreferNoSchedule' is not one of NoSchedule, NoExecute",
         ),
     ],
 )

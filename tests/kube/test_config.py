@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nfd.kube.config import ConfigError, Credentials, NoClusterError, from_kubeconfig, in_cluster, load
+from nfd.kube.config import Credentials, NoClusterError, from_kubeconfig, in_cluster, load
+from nfd.settings import ConfigError
 from tests.fakeapi import FakeApiServer
 
 

@@ -73,6 +73,16 @@ def test_bad_flags_are_one_line_errors(argv, message):
         settings_from_args(args(*argv))
 
 
+def test_upstreams_leader_election_and_page_size_keys(tmp_path):
+    conf = tmp_path / "nfd-master.conf"
+    conf.write_text(
+        "leaderElection: {leaseDuration: 30s, retryPeriod: 1s}\ninformerPageSize: 50\nklog: {v: 3}\n"
+    )
+    s = settings_from_args(args("--config", str(conf)))
+    assert (s.leader.lease_duration_s, s.leader.renew_deadline_s, s.leader.retry_period_s) == (30, 10, 1)
+    assert s.kube.list_page_size == 50
+
+
 def test_bad_config_file_names_the_key(tmp_path):
     conf = tmp_path / "master.conf"
     conf.write_text("enableTaints: maybe\n")

@@ -9,8 +9,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from nfd.config import SourcesConfig, WorkerConfig, load_worker_config
+from nfd.config import SourcesConfig, WorkerConfig
 from nfd.labels import node_labels
+from nfd.settings import load_model
 from nfd.sources import default_registry
 from nfd.sources.custom import CustomSource
 
@@ -99,7 +100,7 @@ sources:
           matchName: {op: InRegexp, value: ["^AVX512"]}
 """
     )
-    config, warnings = load_worker_config(conf)
+    config, warnings = load_model(conf, WorkerConfig)
     assert warnings == []
     reg = default_registry()
     res = node_labels(reg.select(list(config.core.label_sources)), mellanox_rdma_node(h), config)  # type: ignore[arg-type]

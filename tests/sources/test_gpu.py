@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from nfd.config import ConfigError, GpuConfig, SourcesConfig, WorkerConfig, from_mapping
+from nfd.config import GpuConfig, SourcesConfig, WorkerConfig
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.labels import node_labels
+from nfd.settings import ConfigError, from_mapping
 from nfd.sources import default_registry
 from nfd.sources.gpu import GpuSource
 from nfd.sources.gpu_gfd import family, sanitise

@@ -19,10 +19,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from nfd import hostfiles
 from nfd.chars import shown
-from nfd.devices.model import ConfigError, FoundDevice, Gone
+from nfd.devices.model import FoundDevice, Gone
 from nfd.features import Features
 from nfd.hostroot import HostRoot
-from nfd.validation import key_name
+from nfd.settings import ConfigError, key_name
 
 
 @runtime_checkable

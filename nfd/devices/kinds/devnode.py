@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from nfd.devices.kinds import string_list
-from nfd.devices.model import ConfigError, DeviceNode, FoundDevice
+from nfd.devices.model import DeviceNode, FoundDevice
 from nfd.features import Features
 from nfd.hostfiles import numa_above
 from nfd.hostroot import HostRoot
+from nfd.settings import ConfigError
 
 _FIELDS = frozenset({"path", "name"})
 

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from nfd.devices.kinds import describe_fields, mapping, optional_hex_ids, optional_strings, pci_problem
-from nfd.devices.model import ConfigError, DeviceNode, FoundDevice
+from nfd.devices.model import DeviceNode, FoundDevice
 from nfd.features import Features
 from nfd.hostfiles import list_dir
 from nfd.hostroot import HostRoot
+from nfd.settings import ConfigError
 from nfd.sources.accel_sysfs import pci_functions
 from nfd.sources.fpga import FPGA_VENDORS, INTEL_FPGA_DEVICES, vendor_name
 

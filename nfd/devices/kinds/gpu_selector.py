@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nfd.devices.kinds import mapping, optional_strings, string_list
-from nfd.devices.model import ConfigError
+from nfd.settings import ConfigError
 
 _KEYS = ("vendor", "driver", "migProfile", "recoverAfter", "checkInterval", "ignoreXids")
 VENDORS = ("nvidia", "amd", "intel")

@@ -9,9 +9,10 @@ from typing import Any
 
 from nfd import hostfiles
 from nfd.devices.kinds import describe_fields, mapping, optional_hex_ids, optional_strings, pci_problem
-from nfd.devices.model import ConfigError, FoundDevice, env_name
+from nfd.devices.model import FoundDevice, env_name
 from nfd.features import Features
 from nfd.hostroot import HostRoot
+from nfd.settings import ConfigError
 
 _KEYS = ("vendor", "device", "class", "driver", "address")
 _FIELDS = frozenset(
