@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import stat
 from collections.abc import Callable, Iterable
 
 import grpc
@@ -105,6 +106,11 @@ def remove_stale(paths: Iterable[str]) -> list[str]:
     without its clean-up); a socket another process serves stays. Returns those removed."""
     removed = []
     for path in paths:
+        try:
+            if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                continue  # a connect to a regular file is refused too
+        except OSError:
+            continue
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             try:
                 s.connect(path)
