@@ -1,17 +1,24 @@
 """A gRPC server on a unix socket file that may be deleted under it, as kubelet's plugin
 sockets are (the device plugin's and the DRA plugin's): kubelet removes every socket in
-its directory when it restarts, and a re-created directory loses them all."""
+its directory when it restarts, and a re-created directory loses them all. The one
+supervisor that serves such sockets again (:class:`SocketSupervisor`) lives here too."""
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import socket
+import stat
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
 
 import grpc
 
+from nfd.backoff import Backoff
 from nfd.daemonpool import DaemonPool
+from nfd.loopthread import LoopThread
 
 # The longest unix socket path the kernel takes (sun_path is 108 bytes with the NUL).
 MAX_SOCKET_PATH = 107
@@ -105,6 +112,11 @@ def remove_stale(paths: Iterable[str]) -> list[str]:
     without its clean-up); a socket another process serves stays. Returns those removed."""
     removed = []
     for path in paths:
+        try:
+            if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                continue  # a connect to a regular file is refused too
+        except OSError:
+            continue
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             try:
                 s.connect(path)
@@ -118,3 +130,72 @@ def remove_stale(paths: Iterable[str]) -> list[str]:
         except OSError:
             pass
     return removed
+
+
+class Served(Protocol):
+    """What :class:`SocketSupervisor` keeps serving: a :class:`SocketServer`, or a
+    plugin around one."""
+
+    def serve(self) -> None: ...
+
+    def serving(self) -> bool: ...
+
+
+@dataclass
+class Watched:
+    """One socket a :class:`SocketSupervisor` keeps served."""
+
+    server: Served
+    what: str  # for the log: "example.com/fpga", "DRA socket /var/lib/..."
+    backoff: Backoff
+    on_gone: Callable[[], None] | None = None  # told when the socket went (registration lost)
+
+
+class SocketSupervisor:
+    """The one supervisor of kubelet plugin sockets, for the device plugin and the DRA
+    plugin: a daemon thread that every ``interval`` seconds runs ``each_round`` (it returns
+    False to end the loop). In a round, :meth:`keep_serving` serves a socket again when
+    its file is gone or replaced (kubelet restarted, its directory re-created), with
+    backoff while it cannot listen. A round's exception is logged; the loop goes on."""
+
+    def __init__(
+        self, each_round: Callable[[], bool], *, interval: float, name: str, log: logging.Logger
+    ) -> None:
+        self._round = each_round
+        self._loop = LoopThread(name, self._step, interval=interval, logger=log)
+        self._log = log
+
+    def _step(self) -> None:
+        if not self._round():
+            self._loop.end()
+
+    @property
+    def interval(self) -> float:
+        return self._loop.interval
+
+    def start(self) -> None:
+        self._loop.start()
+
+    def stop(self) -> None:
+        self._loop.stop()
+
+    def stopping(self) -> bool:
+        return self._loop.stopping
+
+    def keep_serving(self, w: Watched) -> bool:
+        """Whether ``w`` serves now, serving it again if its socket went (False while its
+        backoff runs or it cannot listen)."""
+        if w.server.serving():
+            return True
+        if self._loop.stopping or not w.backoff.due():
+            return False
+        self._log.info("%s: socket gone or replaced (kubelet restarted?); serving again", w.what)
+        if w.on_gone is not None:
+            w.on_gone()
+        try:
+            w.server.serve()
+        except OSError as e:  # the directory is not back yet, say: retry, quietly growing
+            self._log.error("%s: %s; retry in %.1f s", w.what, e, w.backoff.fail())
+            return False
+        w.backoff.reset()
+        return True

@@ -1,7 +1,7 @@
 """Runs every resource's plugin: serve, register, keep registered across kubelet restarts.
 
-A supervisor thread looks at the plugin directory every ``watch_interval`` seconds (two
-stat calls per resource):
+The supervisor (:class:`nfd.unixgrpc.SocketSupervisor`, the DRA plugin's too) looks at
+the plugin directory every ``watch_interval`` seconds (two stat calls per resource):
 
 - our socket gone or replaced (a restarting kubelet deletes every socket) -> serve again;
 - ``kubelet.sock`` is a new file (kubelet restarted) -> register again at once. A file is
@@ -26,8 +26,7 @@ from nfd.deviceplugin.server import KUBELET_SOCKET, Outcome, ResourcePlugin, soc
 from nfd.devices import cdi
 from nfd.devices.health import HealthMonitor
 from nfd.devices.inventory import ResourceState, close_states
-from nfd.loopthread import LoopThread
-from nfd.unixgrpc import MAX_SOCKET_PATH, FileId, file_id
+from nfd.unixgrpc import MAX_SOCKET_PATH, FileId, SocketSupervisor, Watched, file_id
 
 if TYPE_CHECKING:
     from nfd.deviceplugin.metrics import DevicePluginMetrics
@@ -49,6 +48,13 @@ class _Track:
     rejected: str | None = None
     registrations: int = 0
     serve_backoff: Backoff = field(default_factory=_backoff)
+    watched: Watched = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.watched = Watched(self.plugin, self.plugin.name, self.serve_backoff, on_gone=self._forget)
+
+    def _forget(self) -> None:
+        self.registered_ino = None  # a new socket registers again
 
 
 def socket_path_error(plugin_dir: str, resources: Sequence[str]) -> str | None:
@@ -80,11 +86,11 @@ class Manager:
         self.health = HealthMonitor(self.states, interval=poll_interval, use_udev=use_udev)
         self._tracks = [_Track(ResourcePlugin(s, plugin_dir, metrics=metrics)) for s in self.states]
         self._lock = threading.Lock()
+        self._supervisor = SocketSupervisor(
+            self._round, interval=watch_interval, name="nfd-dp-supervisor", log=log
+        )
         self._done = threading.Event()
         self._stopped = False
-        self._loop = LoopThread(
-            "nfd-dp-supervisor", self._round, interval=watch_interval, backoff=_backoff(), logger=log
-        )
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -100,7 +106,7 @@ class Manager:
             )
         if not self._tracks:
             log.warning("no resource has devices on this node; nothing to serve")
-        self._loop.start()
+        self._supervisor.start()
 
     def stop(self) -> None:
         """Stop serving and remove our sockets (CDI specs stay). Safe to call twice."""
@@ -108,7 +114,7 @@ class Manager:
             if self._stopped:
                 return
             self._stopped = True
-        self._loop.stop()
+        self._supervisor.stop()
         self.health.stop()
         for t in self._tracks:
             t.plugin.stop()
@@ -149,32 +155,23 @@ class Manager:
         except OSError:
             return None
 
-    def _round(self) -> None:
-        try:
-            self._tick()
-        finally:
-            if self._tracks and all(t.rejected is not None for t in self._tracks):
-                log.error("every resource was rejected by kubelet; stopping")
-                self._done.set()
-                self._loop.end()
+    def _round(self) -> bool:
+        self._tick()
+        active = [t for t in self._tracks if t.rejected is None]
+        if self._tracks and not active:
+            log.error("every resource was rejected by kubelet; stopping")
+            self._done.set()
+            return False
+        return True
 
     def _tick(self) -> None:
         kubelet_ino = self._kubelet_ino()
         for t in self._tracks:
-            if t.rejected is not None or self._loop.stopping:
+            if t.rejected is not None or self._supervisor.stopping():
+                continue
+            if not self._supervisor.keep_serving(t.watched):
                 continue
             p = t.plugin
-            if not p.serving():
-                if not t.serve_backoff.due():
-                    continue
-                log.info("%s: socket %s gone (kubelet restarted?); serving again", p.name, p.socket)
-                t.registered_ino = None
-                try:
-                    p.serve()
-                    t.serve_backoff.reset()
-                except OSError as e:  # the directory went away, say: retry, quietly growing
-                    log.error("%s: %s; retry in %.1f s", p.name, e, t.serve_backoff.fail())
-                    continue
             if kubelet_ino is None or t.registered_ino == kubelet_ino:
                 continue
             if kubelet_ino != t.tried_ino:  # a new kubelet: try now, fresh backoff

@@ -10,7 +10,8 @@ kubernetes' kubeletplugin package names them: kubelet sends calls to the instanc
 registered last, and to the other one again when that one's registration socket goes.
 The two share the checkpoint (see :mod:`nfd.dra.checkpoint`). Stopping removes the
 registration socket first and gives calls under way time to end, so that a prepare in
-flight during the switch completes instead of failing. A supervisor serves a socket again when its file is gone or
+flight during the switch completes instead of failing. The supervisor the device plugin uses too
+(:class:`nfd.unixgrpc.SocketSupervisor`) serves a socket again when its file is gone or
 replaced (a re-created registry directory, a cleaned plugin directory): kubelet then
 sees a new socket and registers the plugin again.
 """
@@ -26,6 +27,7 @@ from typing import Any
 
 import grpc
 
+from nfd.backoff import Backoff
 from nfd.dra.api.dra.v1 import api_pb2 as dra_pb
 from nfd.dra.api.dra.v1 import api_pb2_grpc as dra_grpc
 from nfd.dra.api.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
@@ -35,7 +37,7 @@ from nfd.dra.health import HealthService
 from nfd.dra.metrics import PREPARE, UNPREPARE, DraMetrics
 from nfd.dra.prepare import ClaimError, Preparer
 from nfd.promtext import Registry
-from nfd.unixgrpc import SocketServer, remove_stale
+from nfd.unixgrpc import SocketServer, SocketSupervisor, Watched, remove_stale
 
 log = logging.getLogger("nfd.dra")
 
@@ -193,8 +195,21 @@ class KubeletPlugin:
             make_dir=True,
         )
         self.watch_interval = watch_interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._supervisor = SocketSupervisor(
+            self._round, interval=watch_interval, name="nfd-dra-sockets", log=log
+        )
+        # Exact steps: one plugin and its own kubelet.
+        self._watched = [
+            Watched(
+                self._dra, f"DRA socket {self.dra_socket}", Backoff(initial=watch_interval, cap=5.0, jitter=0)
+            ),
+            Watched(
+                self._reg,
+                f"registration socket {self.registry_socket}",
+                Backoff(initial=watch_interval, cap=5.0, jitter=0),
+                on_gone=self.registered.clear,
+            ),
+        ]
 
     def _on_status(self, registered: bool, error: str) -> None:
         if registered:
@@ -220,26 +235,16 @@ class KubeletPlugin:
             self.dra_socket,
             self.registry_socket,
         )
-        self._thread = threading.Thread(target=self._loop, name="nfd-dra-sockets", daemon=True)
-        self._thread.start()
+        self._supervisor.start()
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.watch_interval):
-            for server, what in ((self._dra, "DRA"), (self._reg, "registration")):
-                if server.serving() or self._stop.is_set():
-                    continue
-                log.info("%s socket %s gone or replaced; serving again", what, server.path)
-                if server is self._reg:
-                    self.registered.clear()
-                try:
-                    server.serve()
-                except OSError as e:  # the directory is not back yet: next round
-                    log.debug("%s", e)
+    def _round(self) -> bool:
+        # kubelet finds a socket served again by itself (it watches the directory).
+        for w in self._watched:
+            self._supervisor.keep_serving(w)
+        return True
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._supervisor.stop()
         if self.health is not None:
             self.health.close()
         # Unregistered first: kubelet turns to another instance (a rolling update's), and
