@@ -1,8 +1,8 @@
 """``nfd dra``'s memory against the fake API server: VmRSS and VmHWM of the process once
 it serves (an empty pool: the figure is what the agent's code and libraries cost), beside
 what a bare interpreter costs with only the libraries it cannot do without (grpc for
-kubelet's plugin API, pydantic for the device config, ssl and http.client for the API
-server). A per-node agent's memory is paid on every node.
+kubelet's plugin API, ssl and http.client for the API server). A per-node agent's
+memory is paid on every node.
 
 Usage: bench/dra_memory_bench.py [--seconds N]
 """
@@ -39,7 +39,7 @@ def rss(pid: int) -> tuple[int, int]:
 
 
 def floor_rss() -> int:
-    code = "import grpc, pydantic, ssl, http.client, sys; sys.stdout.write('ok'); sys.stdout.flush(); sys.stdin.read()"
+    code = "import grpc, ssl, http.client, sys; sys.stdout.write('ok'); sys.stdout.flush(); sys.stdin.read()"
     p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/")
     assert p.stdout is not None and p.stdout.read(2) == b"ok"
     out = rss(p.pid)[0]
@@ -72,7 +72,7 @@ def main() -> int:
             p.wait(10)
     floor = floor_rss()
     print(f"nfd dra: VmRSS {vm / 1024:.1f} MiB, VmHWM {hwm / 1024:.1f} MiB")
-    print(f"floor (python + grpc, pydantic, ssl, http.client): VmRSS {floor / 1024:.1f} MiB")
+    print(f"floor (python + grpc, ssl, http.client): VmRSS {floor / 1024:.1f} MiB")
     print(f"nfd dra above the floor: {(vm - floor) / 1024:.1f} MiB")
     return 0
 
