@@ -199,10 +199,11 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
         kubelet = DraKubelet(registry).start()
         wait_for(lambda: DRIVER in kubelet.drivers)
         claims = []
+        users = fake.api_client()  # the claims' authors and the scheduler, not the driver
         for i in range(args.calls):
-            c = create_claim(client, "default", f"c{i}", device_class="fpga.example.com")
+            c = create_claim(users, "default", f"c{i}", device_class="fpga.example.com")
             allocate(
-                client,
+                users,
                 c,
                 [(DRIVER, NODE, "fpga-" + addrs[i % len(addrs)].replace(":", "-").replace(".", "-"))],
             )
