@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from nfd import yamlfile
 from nfd.kube.errors import Unreachable
+from nfd.kube.execcred import ExecPlugin, from_kubeconfig_user
 from nfd.settings import ConfigError
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -31,8 +32,9 @@ class NoClusterError(ConfigError):
 class Credentials:
     """``server``: the API server's URL; ``ca_file``/``ca_data``: the CA to verify it
     against (neither: the system's); ``cert``/``key``: a client certificate, each a file
-    or PEM data; ``token`` or ``token_file`` (read again for each request); ``insecure``:
-    no verification of the server (insecure-skip-tls-verify)."""
+    or PEM data; ``token``, ``token_file`` (read again for each request) or
+    ``exec_plugin`` (a kubeconfig's credential plugin); ``insecure``: no verification of
+    the server (insecure-skip-tls-verify)."""
 
     server: str
     ca_file: str | None = None
@@ -44,6 +46,7 @@ class Credentials:
     token: str | None = None
     token_file: str | None = None
     insecure: bool = False
+    exec_plugin: ExecPlugin | None = None
 
     @property
     def https(self) -> bool:
@@ -60,8 +63,11 @@ class Credentials:
         return urlsplit(self.server).path.rstrip("/")
 
     def bearer(self) -> str | None:
-        """The token to send: the file's current content (rotated by kubelet) or the
-        fixed one. Unreachable when the file cannot be read."""
+        """The token to send: the file's current content (rotated by kubelet), the
+        credential plugin's current one, or the fixed one. Unreachable when the file
+        cannot be read or the plugin fails."""
+        if self.exec_plugin is not None:
+            return self.exec_plugin.token()
         if self.token_file:
             try:
                 with open(self.token_file, encoding="utf-8") as f:
@@ -143,15 +149,25 @@ def from_kubeconfig(path: str) -> Credentials:
     context = named("context", str(doc.get("current-context") or ""))
     cluster = named("cluster", str(context.get("cluster") or ""))
     user = named("user", str(context.get("user") or ""))
-    if "exec" in user or "auth-provider" in user:
+    if "auth-provider" in user:
         raise ConfigError(
-            f"kubeconfig {path}: exec and auth-provider credentials are not supported; use a token"
+            f"kubeconfig {path}: auth-provider credentials are not supported (kubectl dropped "
+            "them too); use an exec credential plugin or a token"
         )
     server = str(cluster.get("server") or "")
     u = urlsplit(server)
     if u.scheme not in ("http", "https") or not u.hostname:
         raise ConfigError(f"kubeconfig {path}: server {server!r} is not an http(s) URL")
     base = os.path.dirname(os.path.abspath(path))
+    plugin = None
+    if user.get("exec"):
+        spec = user["exec"]
+        try:
+            if not isinstance(spec, dict):
+                raise ValueError("user.exec: not a mapping")
+            plugin = from_kubeconfig_user(spec, base, cluster, "user.exec")
+        except ValueError as e:
+            raise ConfigError(f"kubeconfig {path}: {e}") from None
 
     def file(value: Any) -> str | None:
         return os.path.join(base, str(value)) if value else None
@@ -176,6 +192,7 @@ def from_kubeconfig(path: str) -> Credentials:
         token=str(user["token"]) if user.get("token") else None,
         token_file=file(user.get("tokenFile")),
         insecure=bool(cluster.get("insecure-skip-tls-verify")),
+        exec_plugin=plugin,
     )
 
 

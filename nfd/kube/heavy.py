@@ -23,10 +23,11 @@ def api_client(creds: Credentials, pool_size: int) -> Any:
     conf = client.Configuration(host=creds.server.rstrip("/"))
     conf.connection_pool_maxsize = pool_size
     conf.retries = 0
-    if creds.token or creds.token_file:
+    if creds.token or creds.token_file or creds.exec_plugin:
         conf.api_key_prefix = {"BearerToken": "Bearer"}
         conf.api_key = {"BearerToken": creds.bearer() or ""}
-        if creds.token_file:  # kubelet rotates a bound token: read it for each request
+        # kubelet rotates a bound token, a plugin's expires: ask for it on each request
+        if creds.token_file or creds.exec_plugin:
 
             def refresh(c: Any) -> None:
                 c.api_key["BearerToken"] = creds.bearer() or ""

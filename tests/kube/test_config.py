@@ -66,7 +66,18 @@ def test_load_falls_back_to_kubeconfig_then_says_there_is_none(
 @pytest.mark.parametrize(
     ("user", "message"),
     [
-        ({"exec": {"command": "aws"}}, "exec and auth-provider credentials are not supported"),
+        ({"auth-provider": {"name": "gcp"}}, "auth-provider credentials are not supported"),
+        ({"exec": {"command": "aws"}}, "user.exec.apiVersion: '' is not one of"),
+        (
+            {
+                "exec": {
+                    "apiVersion": "client.authentication.k8s.io/v1",
+                    "command": "x",
+                    "env": [{"value": 1}],
+                }
+            },
+            r"user.exec.env\[0\]: a name and a value",
+        ),
     ],
 )
 def test_unsupported_kubeconfig_credentials_are_named(
