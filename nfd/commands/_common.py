@@ -196,8 +196,14 @@ def cluster_session(args: argparse.Namespace) -> AbstractContextManager[Cluster]
 
     if args.master_ca and not args.master_url:
         raise CliError("--master-ca goes with --master-url")
+    from nfd.kube.light import LightTransport
+
     cluster = Cluster(
-        api_client(args.kubeconfig, 8), args.namespace, args.master_url, args.master_ca, args.token
+        LightTransport(kube_credentials(args.kubeconfig)),
+        args.namespace,
+        args.master_url,
+        args.master_ca,
+        args.token,
     )
 
     @contextmanager

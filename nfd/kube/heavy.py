@@ -6,7 +6,7 @@ certificate and token (read again for each request)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from nfd.kube.config import Credentials
@@ -106,7 +106,10 @@ class HeavyTransport:
             h["Content-Type"] = content_type
         return h
 
-    def _send(self, method: str, path: str, body: Any, content_type: str | None, timeout: Any) -> Any:
+    def _send(
+        self, method: str, path: str, body: Any, content_type: str | None, timeout: Any,
+        extra: Mapping[str, str] | None = None,
+    ) -> Any:  # fmt: skip
         from kubernetes.client.exceptions import ApiException
 
         what = f"{method} {path.split('?')[0]}" if method != "WATCH" else f"watch {path.split('?')[0]}"
@@ -117,7 +120,7 @@ class HeavyTransport:
             resp = self.api_client.rest_client.request(
                 verb,
                 self._host + path,
-                headers=self._headers(content_type if body is not None else None),
+                headers={**self._headers(content_type if body is not None else None), **(extra or {})},
                 body=body,
                 _request_timeout=timeout,
             )
@@ -147,8 +150,9 @@ class HeavyTransport:
         body: Any = None,
         content_type: str = JSON,
         timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        resp = self._send(method, path, body, content_type, timeout or self.timeout)
+        resp = self._send(method, path, body, content_type, timeout or self.timeout, headers)
         raw = resp.data  # read whole, and the connection back to the pool
         try:
             doc = json.loads(raw) if raw else {}

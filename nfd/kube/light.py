@@ -13,7 +13,7 @@ import json
 import socket
 import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from nfd.kube.config import Credentials
@@ -90,6 +90,7 @@ class LightTransport:
         body: Any = None,
         content_type: str = JSON,
         timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         url = self._prefix + path
@@ -97,7 +98,9 @@ class LightTransport:
         while True:
             conn, kept = self._take(timeout or self.timeout)
             try:
-                conn.request(method, url, body=data, headers=self._headers(data, content_type))
+                conn.request(
+                    method, url, body=data, headers={**self._headers(data, content_type), **(headers or {})}
+                )
                 resp = conn.getresponse()
                 raw = resp.read()
             except (http.client.HTTPException, OSError) as e:

@@ -6,8 +6,11 @@ code."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urlsplit
+
+if TYPE_CHECKING:
+    from nfd.kube.config import Credentials
 
 JSON = "application/json"
 JSON_PATCH = "application/json-patch+json"
@@ -18,6 +21,8 @@ Count = Callable[[str, str, str], None]
 
 
 class Transport(Protocol):
+    creds: Credentials  # who we are to the server (its current token: ``creds.bearer()``)
+
     def request(
         self,
         method: str,
@@ -26,9 +31,10 @@ class Transport(Protocol):
         body: Any = None,
         content_type: str = JSON,
         timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """The decoded JSON answer to ``method path`` (``body`` sent as JSON); an
-        ``nfd.kube.errors.ApiError`` for an error status or no answer."""
+        """The decoded JSON answer to ``method path`` (``body`` sent as JSON, ``headers``
+        added to ours); an ``nfd.kube.errors.ApiError`` for an error status or no answer."""
         ...
 
     def watch(self, path: str, *, timeout: float) -> Iterator[dict[str, Any]]:

@@ -21,6 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from nfd.kube.errors import ApiError
+from nfd.kube.transport import Transport
+
 DEFAULT_NAMESPACE = "node-feature-discovery"
 SERVICE = "https:nfd-master:8080"
 CA_CONFIGMAP = "nfd-master-ca"
@@ -29,7 +32,8 @@ TIMEOUT_S = 30.0
 
 
 class AccessError(Exception):
-    """The cluster or the master cannot be read; ``status`` is the HTTP status if any."""
+    """The master cannot be read, or the API server's answer (an ``nfd.kube`` ApiError)
+    said in a line for a terminal; ``status`` is the HTTP status if any."""
 
     def __init__(self, message: str, status: int = 0) -> None:
         super().__init__(message)
@@ -38,38 +42,30 @@ class AccessError(Exception):
 
 @dataclass
 class Cluster:
-    """The caller's API client (kubernetes' ApiClient) and where nfd runs."""
+    """The caller's transport to the API server (``nfd.kube``, with the caller's
+    credentials) and where nfd runs."""
 
-    api_client: Any
+    api: Transport
     namespace: str
     master_url: str | None = None
     master_ca: str | None = None
     token: str | None = None
 
     def close(self) -> None:
-        self.api_client.close()
+        self.api.close()
 
     # -- the API server ---------------------------------------------------------------
     def get(
         self, path: str, query: dict[str, str] | None = None, headers: dict[str, str] | None = None
     ) -> Any:
         """GET ``path`` from the API server as the caller; the JSON answer."""
-        ac = self.api_client
-        method, url, hdrs, _, _ = ac.param_serialize(
-            method="GET",
-            resource_path=path,
-            query_params=list((query or {}).items()),
-            header_params={"Accept": "application/json", **(headers or {})},
-            auth_settings=["BearerToken"],
-        )
+        url = path + ("?" + urlencode(query) if query else "")
         try:
-            resp = ac.call_api(method, url, header_params=hdrs, _request_timeout=TIMEOUT_S)
-            data = resp.read()
-        except Exception as e:  # urllib3's connection errors, TLS errors ...
-            raise AccessError(f"cannot reach the API server: {type(e).__name__}: {e}") from None
-        if not 200 <= resp.status <= 299:
-            raise AccessError(_reason(data, resp.status), resp.status)
-        return json.loads(data)
+            return self.api.request("GET", url, timeout=TIMEOUT_S, headers=headers)
+        except ApiError as e:
+            if e.status is None:
+                raise AccessError(f"cannot reach the API server: {e}") from None
+            raise AccessError(f"HTTP {e.status}: {e.message}", e.status) from None
 
     def pages(self, path: str, query: dict[str, str] | None = None, limit: int = 500) -> Any:
         """Every item of a paginated list, a page at a time (the API server's paging)."""
@@ -103,9 +99,11 @@ class Cluster:
     def _master_token(self) -> str:
         if self.token:
             return self.token
-        # What the client itself would send (refreshed for exec plugins and token files).
-        auth = (self.api_client.configuration.auth_settings().get("BearerToken") or {}).get("value") or ""
-        return str(auth).removeprefix("Bearer ").strip()
+        # What the transport itself sends (a token file read again, a plugin's current one).
+        try:
+            return self.api.creds.bearer() or ""
+        except ApiError as e:
+            raise AccessError(str(e)) from None
 
     def master(self, path: str, query: dict[str, str] | None = None) -> Any:
         """GET ``path`` from the master's read API; the JSON answer. AccessError names
