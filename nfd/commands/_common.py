@@ -5,7 +5,7 @@ SIGTERM/SIGINT. Errors become CliError (one line, exit 2)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     import argparse
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from nfd.kube.light import LightTransport
     from nfd.kubectl.access import Cluster
     from nfd.worker.metrics import Exposition, StatusServer
+
+T = TypeVar("T")
 
 
 def host_root(path: str | None) -> HostRoot:
@@ -37,22 +39,29 @@ def host_root(path: str | None) -> HostRoot:
     return HostRoot.under(path)
 
 
-def worker_config(path: str | None, *, warn: Callable[[str], None]) -> WorkerConfig:
-    """The worker config file's settings (defaults without one); unknown keys are passed
-    to ``warn``."""
+def config_file(path: str | None, model: type[T], *, warn: Callable[[str], None]) -> T:
+    """A binary's config file read into ``model`` (``model()``'s defaults without one);
+    unknown keys are passed to ``warn``; a bad one is a one-line CliError naming the file
+    and key."""
     from nfd.cli import CliError
-    from nfd.config import WorkerConfig
     from nfd.settings import ConfigError, load_model
 
     if not path:
-        return WorkerConfig()
+        return model()
     try:
-        config, warnings = load_model(path, WorkerConfig)
+        config, warnings = load_model(path, model)
     except ConfigError as e:
         raise CliError(str(e)) from None
     for w in warnings:
         warn(w)
     return config
+
+
+def worker_config(path: str | None, *, warn: Callable[[str], None]) -> WorkerConfig:
+    """The worker config file's settings (see :func:`config_file`)."""
+    from nfd.config import WorkerConfig
+
+    return config_file(path, WorkerConfig, warn=warn)
 
 
 def add_policy_arguments(p: argparse.ArgumentParser, *, master: bool) -> None:

@@ -145,19 +145,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _config(path: str | None) -> TopologyConfig:
-    from nfd.cli import CliError
-    from nfd.settings import ConfigError, load_model
+    from nfd.commands._common import config_file
     from nfd.topology.config import TopologyConfig
 
-    if not path:
-        return TopologyConfig()
-    try:
-        config, warnings = load_model(path, TopologyConfig)
-    except ConfigError as e:
-        raise CliError(str(e)) from None
-    for w in warnings:
-        log.warning("%s", w)
-    return config
+    return config_file(path, TopologyConfig, warn=log.warning)
 
 
 def _metrics_server(args: argparse.Namespace) -> tuple[TopologyMetrics | None, StatusServer | None]:
