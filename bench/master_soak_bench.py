@@ -11,7 +11,7 @@ A fleet of ``--nodes`` nodes is labelled, then every second, for ``--minutes``:
   node's decision is made again and every Node written.
 
 The master runs with its defaults otherwise, garbage collection every minute (so that
-left nodes are forgotten within the run). Every ``--sample`` seconds it prints the
+left nodes are forgotten within the run; ``--gc-interval``). Every ``--sample`` seconds it prints the
 master's RSS, the nodes it holds, its update queue and CPU seconds: the curve shows what
 grows and what is bounded.
 
@@ -128,6 +128,9 @@ def main() -> None:
     ap.add_argument("--change", type=int, default=10, help="nodes whose features change each second")
     ap.add_argument("--rule-every", type=float, default=120.0, help="seconds between rule changes")
     ap.add_argument("--sample", type=float, default=30.0, help="seconds between RSS samples")
+    ap.add_argument(
+        "--gc-interval", default="60s", help="the master's --gc-interval (0: no garbage collection)"
+    )
     a = ap.parse_args()
     with FakeApiServer() as fake, tempfile.TemporaryDirectory() as tmp:
         for i in range(a.nodes):
@@ -136,7 +139,7 @@ def main() -> None:
         port = mb.free_port()
         master = mb.start_master(
             port, "--kubeconfig", str(kubeconfig), "--no-tls", "--rules-dir", str(mb.RULES),
-            "--gc-interval", "60s", cpu=None,
+            "--gc-interval", a.gc_interval, cpu=None,
         )  # fmt: skip
         a.master_pid = master.pid
         print(f"soak: {a.nodes} nodes, {a.minutes} min; each second {a.leave} leave and join, {a.change} "

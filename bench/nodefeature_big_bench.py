@@ -5,9 +5,10 @@ syncs time out and labels go): the master's start-up against the fake API server
 Each Node already carries what a master labelled before (its object's ``spec.labels``,
 named in the tracking annotation), and its worker sends its features as the master
 starts: a master that wrote before knowing every object would remove those labels.
-Times the NodeFeature LIST (paged, ``--page-size``) to synced and to every Node
+Times the master's start (it serves once the objects are listed) to every Node
 labelled; counts the Node writes that removed an object's label (0 is right); prints the
-master's RSS and peak, and what that costs per object.
+master's RSS and peak. ``--page-size``: the master's ``kube.list_page_size`` (its
+NodeFeature LISTs take at most 50 a page whatever it says).
 
 The objects are the upstream baseline node's features (84 kB of JSON) with extra PCI
 devices up to the size asked, plus the node's name: nodes of one hardware kind, as a
