@@ -8,7 +8,8 @@ are not in sysfs, so ``ips`` is left out).
 
 The entries are written with a JSON Patch that first tests the claim's
 ``resourceVersion``: other drivers' entries in the same list are kept as read, and a
-claim changed in between fails the test and is read again (once). Writing needs
+claim changed in between fails the test and is read again (once). After a prepare the
+claim is the one the prepare read, not read a second time. Writing needs
 ``patch`` on ``resourceclaims/status``.
 """
 
@@ -100,13 +101,26 @@ class ClaimStatusApi:
         self.driver = driver
         self.timeout = timeout
 
-    def __call__(self, namespace: str, name: str, uid: str, entries: Sequence[dict[str, Any]]) -> None:
+    def __call__(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        entries: Sequence[dict[str, Any]],
+        read: dict[str, Any] | None = None,
+    ) -> None:
+        """``read``: the claim as the caller just read it, patched without a GET first; a
+        change since fails the patch's test, and the claim is read again."""
         from nfd.dra.publisher import api_failure, claim_path
 
         where = f"claim {namespace}/{name}"
         try:
             for attempt in (1, 2):
-                claim = self.api.request("GET", claim_path(namespace, name), timeout=self.timeout)
+                claim = (
+                    read
+                    if attempt == 1 and read is not None
+                    else self.api.request("GET", claim_path(namespace, name), timeout=self.timeout)
+                )
                 if (claim.get("metadata") or {}).get("uid") != uid:
                     return  # deleted (and maybe created again): not the claim we prepared
                 have = (claim.get("status") or {}).get("devices") or []

@@ -36,9 +36,9 @@ class ClaimError(Exception):
 
 # (namespace, name) -> the ResourceClaim as the API server has it; raises ClaimError.
 ClaimReader = Callable[[str, str], dict[str, Any]]
-# (namespace, name, uid, this driver's status.devices entries; empty: remove ours);
-# raises ClaimStatusError.
-ClaimStatusWriter = Callable[[str, str, str, Sequence[dict[str, Any]]], None]
+# (namespace, name, uid, this driver's status.devices entries (empty: remove ours), the
+# claim as just read or None); raises ClaimStatusError.
+ClaimStatusWriter = Callable[[str, str, str, Sequence[dict[str, Any]], dict[str, Any] | None], None]
 
 
 class Preparer:
@@ -169,7 +169,7 @@ class Preparer:
         if done is not None:
             if uid in self.status_pending:
                 again = done
-                self._later(lambda: self._report(again, uid))
+                self._later(lambda: self._report(again, uid, None))
             return done.devices
         # Reading the claim and checking its devices take no lock: kubelet prepares the
         # claims of different pods at once.
@@ -204,7 +204,9 @@ class Preparer:
                     f"{where}: cannot save checkpoint {self.checkpoint_path}: {e.strerror or e}"
                 ) from None
         log.info("%s: prepared %s", where, ", ".join(by_device))
-        self._later(lambda: self._report(prepared, uid))
+        # The claim as read above: the status write patches it without reading it again
+        # (its resourceVersion test catches a change in between).
+        self._later(lambda: self._report(prepared, uid, claim))
         return prepared.devices
 
     def _later(self, write: Callable[[], None]) -> None:
@@ -232,7 +234,7 @@ class Preparer:
         self._later(done.set)
         return self.write_status is None or done.wait(timeout)
 
-    def _report(self, claim: PreparedClaim, uid: str) -> None:
+    def _report(self, claim: PreparedClaim, uid: str, read: dict[str, Any] | None) -> None:
         """Write the claim's status.devices (on the status thread); a failure fails
         nothing (the devices are prepared): it is logged once and tried again at the
         claim's next prepare."""
@@ -250,7 +252,7 @@ class Preparer:
                     )
                 )  # fmt: skip
         try:
-            self.write_status(claim.namespace, claim.name, uid, entries)
+            self.write_status(claim.namespace, claim.name, uid, entries, read)
         except ClaimStatusError as e:
             if uid not in self.status_pending:
                 log.warning("%s; tried again at the claim's next prepare", e)
@@ -351,6 +353,6 @@ class Preparer:
         if self.write_status is None:
             return
         try:
-            self.write_status(namespace, name, uid, [])
+            self.write_status(namespace, name, uid, [], None)
         except ClaimStatusError as e:
             log.info("%s (after unprepare; left as is)", e)

@@ -178,3 +178,41 @@ def test_the_shipped_rbac_lets_the_driver_write_claim_status(
     assert driver.preparer.flush_status(5)  # status writes are off the call's path
     assert _status(fake_api, "c") == []
     assert fake_api.log.count(since=since, status=403) == 0
+
+
+def test_the_status_write_patches_the_claim_the_prepare_read_and_reads_it_again_if_changed(
+    start_driver: Callable[..., DraDriver],
+    kubelet: DraKubelet,
+    fake_api: FakeApiServer,
+    fake_api_client: Any,
+) -> None:
+    driver = start_driver(NIC_CONFIG)
+    assert wait_for(lambda: DRIVER in kubelet.drivers)
+    claims = "resourceclaims.resource.k8s.io"
+    for name, changed in (("kept", False), ("changed", True)):
+        claim = create_claim(fake_api_client, "default", name, device_class="x.example.com")
+        allocate(fake_api_client, claim, [(DRIVER, NODE, "fpga-0000-3b-00-0")])
+        uid = claim["metadata"]["uid"]
+        if changed:  # someone writes the claim between the prepare's read and the status write
+            read = driver.preparer.read_claim
+
+            def read_then_change(namespace: str, n: str, read: Any = read) -> dict[str, Any]:
+                got = read(namespace, n)
+                fake_api.objects.modify(
+                    "resourceclaims", n, lambda o: o["metadata"].setdefault("labels", {}).update(x="y"),
+                    namespace=namespace,
+                )  # fmt: skip
+                return dict(got)
+
+            driver.preparer.read_claim = read_then_change
+        since = fake_api.log.mark()
+        assert kubelet.prepare(DRIVER, ("default", uid, name)).claims[uid].error == ""
+        assert driver.preparer.flush_status(5)
+        assert [d["device"] for d in _status(fake_api, name)] == ["fpga-0000-3b-00-0"]
+        gets = fake_api.log.count(since=since, verb="get", resource=claims)
+        patches = fake_api.log.count(since=since, verb="patch", resource=claims)
+        # One read for the prepare; a changed claim fails the first patch's test and is
+        # read once more.
+        assert (gets, patches) == ((2, 2) if changed else (1, 1)), (name, gets, patches)
+        unprepared = kubelet.unprepare(DRIVER, ("default", uid, name))
+        assert unprepared.claims[uid].error == ""

@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from realnode.node import NAMESPACE, RealNode, config_map_patch, memory_fits, pod_manifest, pod_output
+from realnode.node import (
+    NAMESPACE,
+    RealNode,
+    config_map_patch,
+    container_memory,
+    memory_fits,
+    pod_manifest,
+    pod_output,
+)
 
 from nfd.dra import checkpoint
 
@@ -179,6 +187,16 @@ def test_an_extended_resource_pod_is_served_through_dra(real_node: RealNode, ins
     real_node.figure("dra.extended_resource_pod_to_running_s", time.monotonic() - started)
     assert len(loops(out)) == 1, f"the pod's /dev: {loops(out)}"
     memory_fits(real_node, "dra.memory")
+
+
+def test_the_dra_agents_memory_after_serving_claims(real_node: RealNode, installed: Path) -> None:
+    """``nfd dra``'s VmRSS (its container's main process, read on the host) once it has
+    published the pool and prepared claims: the figure bench/dra_memory_bench.py gives
+    against the fake API server, here with the real API server and kubelet."""
+    mem = container_memory(real_node)
+    agent = [v for k, v in mem.items() if k.startswith("nfd-dra-") and k.endswith("/nfd-dra")]
+    assert len(agent) == 1, f"one nfd-dra container expected among {sorted(mem)}"
+    real_node.figure("dra.agent_vmrss_mib", agent[0]["rss_mib"])
 
 
 @pytest.mark.parametrize("attempt", range(3))
