@@ -242,6 +242,7 @@ def a100_mig(layouts: tuple[list[str], ...] | None = None) -> NvmlSnapshot:
 
 
 A100_40GB_BYTES = 40960 * MIB
+DGX_A100_BUSES = ("07", "0F", "47", "4E", "87", "90", "B7", "BD")
 
 
 def _placements(size: int, *starts: int) -> tuple[MigPlacement, ...]:
@@ -276,7 +277,7 @@ A100_40GB_PROFILES = (
 
 
 def a100_40gb(gpus: int = 1, *, mig_enabled: bool = True) -> NvmlSnapshot:
-    """A100 SXM4 40GB GPUs (a DGX A100's), driver 550.54.15 / CUDA 12.4, MIG mode on (by
+    """Up to eight A100 SXM4 40GB GPUs (a DGX A100's, on its buses), driver 550.54.15 / CUDA 12.4, MIG mode on (by
     default) and no instance made yet: what dynamic partitioning starts from."""
     out = tuple(
         GpuInfo(
@@ -284,7 +285,7 @@ def a100_40gb(gpus: int = 1, *, mig_enabled: bool = True) -> NvmlSnapshot:
             uuid=_uuid("GPU", f"a100-40gb-{i}"),
             name="NVIDIA A100-SXM4-40GB",
             memory_bytes=A100_40GB_BYTES,
-            pci_bus_id=f"00000000:{0x07 + 0x10 * i:02X}:00.0",
+            pci_bus_id=f"00000000:{bus}:00.0",
             pci_device_id=0x20B010DE,
             minor=i,
             compute=(8, 0),
@@ -293,7 +294,7 @@ def a100_40gb(gpus: int = 1, *, mig_enabled: bool = True) -> NvmlSnapshot:
             mig_enabled=mig_enabled,
             mig_profiles=A100_40GB_PROFILES if mig_enabled else (),
         )
-        for i in range(gpus)
+        for i, bus in enumerate(DGX_A100_BUSES[:gpus])
     )
     return NvmlSnapshot(driver_version="550.54.15", cuda_driver_version=12040, gpus=out)
 
