@@ -128,11 +128,13 @@ def _mib(n: int) -> str:
     return f"{n // 1024}Gi" if n % 1024 == 0 else f"{n}Mi"
 
 
+def _shares(p: MigProfileInfo) -> dict[str, int]:
+    """What one instance of the profile takes of the GPU's totals (memory in MiB)."""
+    return {"memory": p.memory_mib, **{name: getattr(p, field) for name, field in _ENGINES}}
+
+
 def _uses(p: MigProfileInfo, start: int, size: int) -> dict[str, int]:
-    out = {f"memory-slice-{i}": 1 for i in range(start, start + size)}
-    out["memory"] = p.memory_mib
-    out.update({name: getattr(p, field) for name, field in _ENGINES})
-    return out
+    return {**{f"memory-slice-{i}": 1 for i in range(start, start + size)}, **_shares(p)}
 
 
 def mig_partitions(g: GpuInfo) -> list[tuple[Partition, MigProfileInfo | None, int, int]]:
@@ -143,7 +145,7 @@ def mig_partitions(g: GpuInfo) -> list[tuple[Partition, MigProfileInfo | None, i
     slices = max((x.start + x.size for p in g.mig_profiles for x in p.placements), default=0)
     totals: dict[str, int] = {f"memory-slice-{i}": 1 for i in range(slices)}
     for p in g.mig_profiles:
-        for name, value in _uses(p, 0, 0).items():
+        for name, value in _shares(p).items():
             totals[name] = max(totals.get(name, 0), value * p.instances)
     totals = {k: v for k, v in totals.items() if v > 0}  # a counter is at least 1
 
