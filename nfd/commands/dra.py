@@ -112,7 +112,13 @@ def run(args: argparse.Namespace) -> int:
         for w in warnings:
             print(f"warning: {w}", file=sys.stderr)
         taints = TaintPolicy.for_driver(config.driver_name, config.dra.taint_effect)
-        slices = pool_slices(inventory.published(taints), driver=config.driver_name, node=node, generation=1)
+        slices = pool_slices(
+            inventory.published(taints),
+            driver=config.driver_name,
+            node=node,
+            generation=1,
+            counter_sets=inventory.counter_sets(),
+        )
         print(json.dumps({"apiVersion": "v1", "kind": "List", "items": slices}, indent=2))
         return 0
     for w in warnings:

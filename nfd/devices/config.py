@@ -278,6 +278,11 @@ class ResourceConfig:
                     " attribute that names it",
                     f"{self.where}.name",
                 )
+        elif getattr(self.selector, "mig_partitions", False):
+            # Overlapping MIG placements can only be handed out with DRA's counters.
+            raise ConfigError(
+                "MIG partitions are served through DRA only: set servedBy: dra", f"{self.where}.gpu"
+            )
         elif self.extended_resource is not True:
             raise ConfigError(
                 f"only for servedBy: dra (the device plugin serves {self.name} itself)",

@@ -21,6 +21,11 @@ class Gone(str):
     __slots__ = ()
 
 
+class PrepareError(Exception):
+    """A kind could not make (or undo) what a device needs at DRA's prepare (a MIG
+    instance); the message says why, in one line."""
+
+
 @dataclass(frozen=True, slots=True)
 class HealthChange:
     """One device turning unhealthy (``reason`` set) or healthy again (``reason`` None)."""
@@ -66,6 +71,19 @@ class CdiEdits:
     hooks: tuple[CdiHook, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """Where a device sits on a partitionable one (a MIG placement, or the whole GPU):
+    the counter set of the physical device, every counter in it with its total, and how
+    much of each this device consumes. Devices whose consumption would exceed a total
+    together overlap, and the scheduler never allocates them at once."""
+
+    name: str  # the DRA device name, stable: "gpu-0", "gpu-0-mig-1g5gb-0"
+    counter_set: str  # a DNS label, one per physical device: "gpu-0"
+    totals: Mapping[str, str]  # counter -> quantity
+    consumes: Mapping[str, str]
+
+
 @dataclass(frozen=True)
 class FoundDevice:
     """One physical device a kind found on the node.
@@ -84,6 +102,7 @@ class FoundDevice:
     env: tuple[tuple[str, str], ...] = ()
     cdi: CdiEdits = field(default_factory=CdiEdits)
     attributes: Mapping[str, str] = field(default_factory=dict)
+    partition: Partition | None = None  # on a partitionable device, served through DRA
 
 
 def host_file(host: HostRoot, path: str) -> str:

@@ -88,6 +88,8 @@ class AttributeSource:
         uuid = a.get("uuid", "")
         if uuid:
             self._gpu(uuid, attrs, cap)
+        if device.partition is not None:
+            self._partition(device, attrs, cap)
         for key, name in (("product", "usbProduct"), ("serial", "serial"), ("path", "devicePath")):
             if kind in ("usb", "devnode") and a.get(key):
                 attrs[name] = {"string": a[key]}
@@ -142,6 +144,34 @@ class AttributeSource:
         cuda = version(self.nvidia_driver.get("cuda_driver_version", ""))
         if cuda:
             attrs["cudaDriverVersion"] = {"version": cuda}
+
+    def _partition(self, device: FoundDevice, attrs: Attr, cap: Attr) -> None:
+        """A partitionable GPU's device, named as NVIDIA's DRA driver names them: the
+        whole GPU (``type`` gpu) or a MIG placement not made yet (``type`` mig), which
+        has no UUID of its own until prepared: its GPU's is ``parentUUID``."""
+        a = device.attributes
+        mig = bool(a.get("placement_start"))
+        attrs["type"] = {"string": "mig" if mig else "gpu"}
+        attrs["index"] = {"int": int(a["index"])}
+        attrs["minor"] = {"int": int(a["minor"])}
+        gpu = self.gpus.get(a["uuid"], {})
+        if gpu.get("architecture"):
+            attrs["architecture"] = {"string": gpu["architecture"]}
+        name = a.get("name", "")
+        if name and "productName" not in attrs:
+            attrs["productName"] = {"string": name}
+        if not mig:
+            return
+        del attrs["uuid"]
+        attrs["parentUUID"] = {"string": a["uuid"]}
+        attrs["profile"] = {"string": a["profile"]}
+        attrs["placementStart"] = {"int": int(a["placement_start"])}
+        attrs["placementSize"] = {"int": int(a["placement_size"])}
+        memory = device.partition.consumes.get("memory") if device.partition else None
+        if memory:
+            cap["memory"] = {"value": memory}
+        else:
+            cap.pop("memory", None)
 
 
 def _fit(attrs: Attr, cap: Attr, device_id: str) -> tuple[Attr, Attr]:

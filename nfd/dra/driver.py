@@ -67,7 +67,10 @@ class SliceLoop:
         force = now >= self._next_resync
         if version == self._seen and not force:
             return
-        self._sync(self.inventory.published(self.taints), force=force)  # raising: the loop retries
+        # raising: the loop retries
+        self._sync(
+            self.inventory.published(self.taints), force=force, counter_sets=self.inventory.counter_sets()
+        )
         self._seen = version
         self.syncs += 1
         self.published.set()

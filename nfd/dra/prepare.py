@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nfd.devices import cdi
-from nfd.devices.model import CdiEdits, FoundDevice, cdi_name
+from nfd.devices.model import CdiEdits, FoundDevice, PrepareError, cdi_name
 from nfd.dra import checkpoint
 from nfd.dra.checkpoint import CheckpointError, PreparedClaim, PreparedDevice
 from nfd.dra.claimstatus import ClaimStatusError, device_status
@@ -193,13 +193,19 @@ class Preparer:
             if done is not None:  # a concurrent call for the same claim got there first
                 return done.devices
             self._check_open(where)
-            prepared = self._write_spec(namespace, name, uid, found, by_device)
+            found = self._make(found, where)
+            try:
+                prepared = self._write_spec(namespace, name, uid, found, by_device)
+            except ClaimError:
+                self._unmake([n for n, _d in found])
+                raise
             self.claims[uid] = prepared
             try:
                 self._save()
             except OSError as e:  # not remembered, so not prepared: undo, kubelet retries
                 del self.claims[uid]
                 self._spec_path(uid).unlink(missing_ok=True)
+                self._unmake([n for n, _d in found])
                 raise ClaimError(
                     f"{where}: cannot save checkpoint {self.checkpoint_path}: {e.strerror or e}"
                 ) from None
@@ -208,6 +214,25 @@ class Preparer:
         # (its resourceVersion test catches a change in between).
         self._later(lambda: self._report(prepared, uid, claim))
         return prepared.devices
+
+    def _make(self, found: list[tuple[str, FoundDevice]], where: str) -> list[tuple[str, FoundDevice]]:
+        """What the devices' kinds make at prepare (a MIG instance); on a failure, what
+        was made so far is undone and the claim fails."""
+        out: list[tuple[str, FoundDevice]] = []
+        for n, d in found:
+            try:
+                out.append((n, self.inventory.prepare_device(n, d)))
+            except PrepareError as e:
+                self._unmake([m for m, _d in out])
+                raise ClaimError(f"{where}: device {n}: {e}") from None
+        return out
+
+    def _unmake(self, names: Sequence[str]) -> None:
+        for n in names:
+            try:
+                self.inventory.unprepare_device(n)
+            except PrepareError as e:
+                log.error("device %s: cannot undo its prepare: %s", n, e)
 
     def _later(self, write: Callable[[], None]) -> None:
         """Queue a status write for the status thread (started with the first)."""
@@ -328,6 +353,11 @@ class Preparer:
         with self._lock, checkpoint.locked(self.checkpoint_path):
             self._check_open(f"claim {namespace}/{name}")
             self._sync()
+            for d in (self.claims.get(uid) or PreparedClaim(namespace, name, ())).devices:
+                try:
+                    self.inventory.unprepare_device(d.device_name)
+                except PrepareError as e:  # kubelet retries the claim
+                    raise ClaimError(f"claim {namespace}/{name}: device {d.device_name}: {e}") from None
             try:
                 self._spec_path(uid).unlink(missing_ok=True)
             except OSError as e:

@@ -55,6 +55,7 @@ class SlicePublisher:
         # Whether the API server keeps device taints: None until a tainted device was written.
         self.taints_served: bool | None = None
         self._synced: list[dict[str, Any]] | None = None
+        self._counter_sets: list[dict[str, Any]] = []  # the pool's, as last asked
         # Our slices as last written (name -> resourceVersion) and their generation.
         self._written: dict[str, str] | None = None
         self._generation = 0
@@ -67,11 +68,19 @@ class SlicePublisher:
         items: list[dict[str, Any]] = got.get("items") or []
         return items
 
-    def sync(self, devices: Sequence[dict[str, Any]], *, force: bool = False) -> int:
-        """Make the pool hold ``devices``; the number of writes it took. ``force``: look
-        at the API server even when nothing changed here since the last sync (repairs
-        slices someone else deleted or edited)."""
+    def sync(
+        self,
+        devices: Sequence[dict[str, Any]],
+        *,
+        force: bool = False,
+        counter_sets: Sequence[dict[str, Any]] = (),
+    ) -> int:
+        """Make the pool hold ``devices`` (and the ``counter_sets`` they consume from); the
+        number of writes it took. ``force``: look at the API server even when nothing
+        changed here since the last sync (repairs slices someone else deleted or edited)."""
         wanted = self._servable(devices)
+        if list(counter_sets) != self._counter_sets:
+            self._counter_sets, self._synced = list(counter_sets), None
         if not force and self._synced == wanted:
             return 0
         writes = self._write(wanted, force=force)
@@ -89,7 +98,7 @@ class SlicePublisher:
     def _learn_taints(self, sent: dict[str, Any], stored: dict[str, Any]) -> None:
         if self.taints_served is not None:
             return
-        tainted = {d["name"] for d in sent["spec"]["devices"] if d.get("taints")}
+        tainted = {d["name"] for d in sent["spec"].get("devices") or [] if d.get("taints")}
         if not tainted:
             return
         kept = {d.get("name") for d in (stored.get("spec") or {}).get("devices") or [] if d.get("taints")}
@@ -110,12 +119,24 @@ class SlicePublisher:
                 listed = self._existing()
                 existing = {x["metadata"]["name"]: x["metadata"]["resourceVersion"] for x in listed}
                 generation = max((int(x["spec"]["pool"].get("generation", 0)) for x in listed), default=0)
-                same = pool_slices(wanted, driver=self.driver, node=self.node, generation=generation)
+                same = pool_slices(
+                    wanted,
+                    driver=self.driver,
+                    node=self.node,
+                    generation=generation,
+                    counter_sets=self._counter_sets,
+                )
                 if listed and self._equal(same, {x["metadata"]["name"]: x for x in listed}):
                     self._synced, self._written, self._generation = wanted, existing, generation
                     return 0
             self._written = None  # unknown until every write below went through
-            slices = pool_slices(wanted, driver=self.driver, node=self.node, generation=generation + 1)
+            slices = pool_slices(
+                wanted,
+                driver=self.driver,
+                node=self.node,
+                generation=generation + 1,
+                counter_sets=self._counter_sets,
+            )
             written: dict[str, str] = {}
             writes = 0
             for s in slices:
@@ -164,7 +185,11 @@ class SlicePublisher:
             if have is None:
                 return False
             spec, got = s["spec"], have.get("spec") or {}
-            if got.get("pool") != spec["pool"] or (got.get("devices") or []) != spec["devices"]:
+            if (
+                got.get("pool") != spec["pool"]
+                or (got.get("devices") or []) != (spec.get("devices") or [])
+                or (got.get("sharedCounters") or []) != (spec.get("sharedCounters") or [])
+            ):
                 return False
         return True
 

@@ -22,13 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from nfd.devices.inventory import ResourceState
-from nfd.devices.model import FoundDevice, Gone
+from nfd.devices.model import FoundDevice, Gone, Partition
 from nfd.dra.attributes import AttributeSource
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 
 MAX_DEVICES_PER_SLICE = 128
-MAX_TAINTED_DEVICES_PER_SLICE = 64
+MAX_TAINTED_DEVICES_PER_SLICE = 64  # also when any consumes counters
+MAX_COUNTER_SETS_PER_SLICE = 8
 MAX_NAME = 253
 MAX_LABEL_VALUE = 63
 _NOT_LABEL = re.compile(r"[^a-z0-9-]+")
@@ -94,11 +95,19 @@ class DraDevice:
     index: int  # in state.devices()
     attributes: dict[str, Any]
     capacity: dict[str, Any]
+    partition: Partition | None = None
 
     def api(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "attributes": self.attributes}
         if self.capacity:
             out["capacity"] = self.capacity
+        if self.partition is not None:
+            out["consumesCounters"] = [
+                {
+                    "counterSet": self.partition.counter_set,
+                    "counters": {k: {"value": v} for k, v in sorted(self.partition.consumes.items())},
+                }
+            ]
         return out
 
 
@@ -122,14 +131,14 @@ class DraInventory:
         by_name: dict[str, DraDevice] = {}
         for s in states:
             for i, (pid, d) in enumerate(s.devices()):
-                name = device_name(s.name, pid)
+                name = d.partition.name if d.partition is not None else device_name(s.name, pid)
                 if name in by_name:
                     raise ValueError(
                         f"{s.res.where}: device {pid} is also served as {name} by"
                         f" {by_name[name].state.name}; a device is served once"
                     )
                 attrs, cap = src.build(resource=s.name, kind=s.res.kind.name, device=d)
-                by_name[name] = DraDevice(name, s, i, attrs, cap)
+                by_name[name] = DraDevice(name, s, i, attrs, cap, d.partition)
         return list(states), by_name
 
     def devices_of(self) -> set[tuple[str, str]]:
@@ -167,6 +176,32 @@ class DraInventory:
                 out.append({**d.api(), "taints": [taints.taint(reason, since)]})
         return out
 
+    def counter_sets(self) -> list[dict[str, Any]]:
+        """The partitionable devices' counter sets (``spec.sharedCounters``), by name."""
+        with self._lock:
+            parts = [d.partition for d in self.by_name.values() if d.partition is not None]
+        sets = {p.counter_set: p.totals for p in parts}
+        return [
+            {"name": n, "counters": {k: {"value": v} for k, v in sorted(c.items())}}
+            for n, c in sorted(sets.items())
+        ]
+
+    def prepare_device(self, name: str, device: FoundDevice) -> FoundDevice:
+        """What the device's kind makes of it at prepare (a MIG instance created); the
+        device itself for kinds that make nothing."""
+        with self._lock:
+            d, host = self.by_name.get(name), self.host
+        hook = getattr(d.state.res.kind, "prepare_device", None) if d is not None else None
+        return device if hook is None else hook(device, host)
+
+    def unprepare_device(self, name: str) -> None:
+        """Undo :meth:`prepare_device` (a device no longer here: nothing to undo)."""
+        with self._lock:
+            d = self.by_name.get(name)
+        hook = getattr(d.state.res.kind, "unprepare_device", None) if d is not None else None
+        if d is not None and hook is not None:
+            hook(d.state.devices()[d.index][1])
+
     def health(self) -> list[tuple[str, str | None]]:
         """(device name, why unusable or None) of every device, sorted by name."""
         with self._lock:
@@ -194,16 +229,26 @@ class DraInventory:
 
 
 def pool_slices(
-    devices: Sequence[dict[str, Any]], *, driver: str, node: str, generation: int
+    devices: Sequence[dict[str, Any]],
+    *,
+    driver: str,
+    node: str,
+    generation: int,
+    counter_sets: Sequence[dict[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """The pool as ResourceSlice objects (an empty pool is one slice without devices:
-    it tells the scheduler the node has none, rather than nothing)."""
-    # The API server allows fewer devices in a slice when any of them is tainted.
-    per_slice = (
-        MAX_TAINTED_DEVICES_PER_SLICE if any(d.get("taints") for d in devices) else MAX_DEVICES_PER_SLICE
-    )
-    chunks = [list(devices[i : i + per_slice]) for i in range(0, len(devices), per_slice)]
-    chunks = chunks or [[]]
+    it tells the scheduler the node has none, rather than nothing). Counter sets go in
+    slices of their own after the devices': the API allows no devices next to them."""
+    # The API server allows fewer devices in a slice when any of them is tainted or
+    # consumes counters.
+    limited = any(d.get("taints") or d.get("consumesCounters") for d in devices)
+    per_slice = MAX_TAINTED_DEVICES_PER_SLICE if limited else MAX_DEVICES_PER_SLICE
+    chunks = [{"devices": list(devices[i : i + per_slice])} for i in range(0, len(devices), per_slice)]
+    chunks = chunks or [{"devices": []}]
+    step = MAX_COUNTER_SETS_PER_SLICE
+    chunks += [
+        {"sharedCounters": list(counter_sets[i : i + step])} for i in range(0, len(counter_sets), step)
+    ]
     return [
         {
             "apiVersion": "resource.k8s.io/v1",
@@ -213,7 +258,7 @@ def pool_slices(
                 "driver": driver,
                 "nodeName": node,
                 "pool": {"name": node, "generation": generation, "resourceSliceCount": len(chunks)},
-                "devices": chunk,
+                **chunk,
             },
         }
         for i, chunk in enumerate(chunks)

@@ -62,6 +62,33 @@ class MigDeviceInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class MigPlacement:
+    """Where a GPU instance may sit: its first memory slice and how many it spans."""
+
+    start: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class MigProfileInfo:
+    """One GPU-instance profile a MIG-capable GPU offers (``nvidia-smi mig -lgip``), with
+    the placements it may take (``-lgipp``). Engine counts are per instance."""
+
+    profile_id: int  # nvmlGpuInstanceProfileInfo_t.id: what creating an instance takes
+    name: str  # "1g.5gb"
+    slices: int  # GPU (compute) slices
+    instances: int  # at most this many at once on an empty GPU
+    memory_mib: int
+    multiprocessors: int
+    copy_engines: int = 0
+    decoders: int = 0
+    encoders: int = 0
+    jpegs: int = 0
+    ofas: int = 0
+    placements: tuple[MigPlacement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class GpuInfo:
     """One full GPU as NVML sees it."""
 
@@ -77,6 +104,8 @@ class GpuInfo:
     mig_capable: bool = False
     mig_enabled: bool = False
     mig_devices: tuple[MigDeviceInfo, ...] = ()
+    # The GPU-instance profiles it offers (read while MIG mode is on).
+    mig_profiles: tuple[MigProfileInfo, ...] = ()
 
     @property
     def memory_mib(self) -> int:
@@ -130,6 +159,17 @@ class Nvml(Protocol):
 
     def close(self) -> None:
         """Release NVML; a later call opens it again."""
+        ...
+
+    def create_mig(self, gpu_uuid: str, profile_id: int, start: int) -> MigDeviceInfo:
+        """Create a GPU instance of this profile at this placement and one compute
+        instance spanning it; the MIG device made. Raises :class:`NvmlError` when the
+        placement is taken or invalid."""
+        ...
+
+    def destroy_mig(self, gpu_uuid: str, profile_id: int, start: int) -> bool:
+        """Destroy the GPU instance of this profile at this placement with its compute
+        instances; False when there was none."""
         ...
 
 

@@ -9,11 +9,14 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from nfd.sources.nvml import (
     GpuInfo,
     MigDeviceInfo,
+    MigPlacement,
+    MigProfileInfo,
+    NvmlError,
     NvmlSnapshot,
     NvmlUnavailable,
     XidEvent,
@@ -33,6 +36,8 @@ class FakeNvml:
     calls: list[str] = field(default_factory=list)
     watched: set[str] = field(default_factory=set)
     closed: int = 0
+    # GPU UUID -> (profile id, placement) -> the MIG device create_mig made there.
+    created: dict[str, dict[tuple[int, MigPlacement], MigDeviceInfo]] = field(default_factory=dict)
     _events: queue.Queue[XidEvent] = field(default_factory=queue.Queue, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -70,6 +75,65 @@ class FakeNvml:
     def close(self) -> None:
         with self._lock:
             self.closed += 1
+
+    def create_mig(self, gpu_uuid: str, profile_id: int, start: int) -> MigDeviceInfo:
+        self._enter("create_mig")
+        with self._lock:
+            gpu = self._gpu(gpu_uuid)
+            profile = next((p for p in gpu.mig_profiles if p.profile_id == profile_id), None)
+            if profile is None:
+                raise NvmlError(f"GPU {gpu_uuid} has no GPU-instance profile {profile_id}")
+            place = next((p for p in profile.placements if p.start == start), None)
+            if place is None:
+                raise NvmlError(f"profile {profile.name} cannot be placed at {start}")
+            mine = self.created.setdefault(gpu_uuid, {})
+            taken = {s for _pid, p in mine for s in range(p.start, p.start + p.size)}
+            if taken & set(range(place.start, place.start + place.size)):
+                raise NvmlError("Insufficient Resources")  # what NVML says of an overlap
+            gi = 1 + max((m.gpu_instance_id for m in mine.values()), default=0)
+            mig = MigDeviceInfo(
+                index=len(gpu.mig_devices),
+                uuid=_uuid("MIG", f"{gpu_uuid}-{profile_id}-{start}-{self.calls.count('create_mig')}"),
+                gpu_instance_id=gi,
+                compute_instance_id=0,
+                gi_slices=profile.slices,
+                ci_slices=profile.slices,
+                memory_mib=profile.memory_mib,
+                multiprocessors=profile.multiprocessors,
+                copy_engines=profile.copy_engines,
+                decoders=profile.decoders,
+                encoders=profile.encoders,
+                jpegs=profile.jpegs,
+                ofas=profile.ofas,
+                profile=profile.name,
+            )
+            mine[(profile_id, place)] = mig
+            self._set_gpu(replace(gpu, mig_devices=(*gpu.mig_devices, mig)))
+            return mig
+
+    def destroy_mig(self, gpu_uuid: str, profile_id: int, start: int) -> bool:
+        self._enter("destroy_mig")
+        with self._lock:
+            mine = self.created.get(gpu_uuid, {})
+            key = next((k for k in mine if k[0] == profile_id and k[1].start == start), None)
+            if key is None:
+                return False
+            gone = mine.pop(key)
+            gpu = self._gpu(gpu_uuid)
+            self._set_gpu(replace(gpu, mig_devices=tuple(m for m in gpu.mig_devices if m.uuid != gone.uuid)))
+            return True
+
+    def _gpu(self, uuid: str) -> GpuInfo:
+        assert self.snapshot_value is not None, "FakeNvml needs a snapshot"
+        gpu = next((g for g in self.snapshot_value.gpus if g.uuid == uuid), None)
+        if gpu is None:
+            raise NvmlError(f"no GPU {uuid}")
+        return gpu
+
+    def _set_gpu(self, gpu: GpuInfo) -> None:
+        assert self.snapshot_value is not None
+        gpus = tuple(gpu if g.uuid == gpu.uuid else g for g in self.snapshot_value.gpus)
+        self.snapshot_value = replace(self.snapshot_value, gpus=gpus)
 
     # -- test controls ------------------------------------------------------------------
     def push_event(self, event: XidEvent) -> None:
@@ -175,6 +239,64 @@ def a100_mig(layouts: tuple[list[str], ...] | None = None) -> NvmlSnapshot:
         for i, (bus, layout) in enumerate(zip(("00000000:07:00.0", "00000000:87:00.0"), layouts, strict=True))
     )
     return NvmlSnapshot(driver_version="535.161.08", cuda_driver_version=12020, gpus=gpus)
+
+
+A100_40GB_BYTES = 40960 * MIB
+DGX_A100_BUSES = ("07", "0F", "47", "4E", "87", "90", "B7", "BD")
+
+
+def _placements(size: int, *starts: int) -> tuple[MigPlacement, ...]:
+    return tuple(MigPlacement(s, size) for s in starts)
+
+
+# The A100 40GB's GPU-instance profiles as its driver lists them (nvidia-smi mig -lgip,
+# -lgipp): placements are in memory slices, eight of them; a 3g instance spans four.
+A100_40GB_PROFILES = (
+    MigProfileInfo(19, "1g.5gb", 1, 7, 4864, 14, copy_engines=1, placements=_placements(1, *range(7))),
+    MigProfileInfo(
+        14, "2g.10gb", 2, 3, 9856, 28, copy_engines=2, decoders=1, placements=_placements(2, 0, 2, 4)
+    ),
+    MigProfileInfo(
+        9, "3g.20gb", 3, 2, 19968, 42, copy_engines=3, decoders=2, placements=_placements(4, 0, 4)
+    ),
+    MigProfileInfo(5, "4g.20gb", 4, 1, 19968, 56, copy_engines=4, decoders=2, placements=_placements(4, 0)),
+    MigProfileInfo(
+        0,
+        "7g.40gb",
+        7,
+        1,
+        40192,
+        98,
+        copy_engines=7,
+        decoders=5,
+        jpegs=1,
+        ofas=1,
+        placements=_placements(8, 0),
+    ),
+)
+
+
+def a100_40gb(gpus: int = 1, *, mig_enabled: bool = True) -> NvmlSnapshot:
+    """Up to eight A100 SXM4 40GB GPUs (a DGX A100's, on its buses), driver 550.54.15 / CUDA 12.4, MIG mode on (by
+    default) and no instance made yet: what dynamic partitioning starts from."""
+    out = tuple(
+        GpuInfo(
+            index=i,
+            uuid=_uuid("GPU", f"a100-40gb-{i}"),
+            name="NVIDIA A100-SXM4-40GB",
+            memory_bytes=A100_40GB_BYTES,
+            pci_bus_id=f"00000000:{bus}:00.0",
+            pci_device_id=0x20B010DE,
+            minor=i,
+            compute=(8, 0),
+            architecture=7,
+            mig_capable=True,
+            mig_enabled=mig_enabled,
+            mig_profiles=A100_40GB_PROFILES if mig_enabled else (),
+        )
+        for i, bus in enumerate(DGX_A100_BUSES[:gpus])
+    )
+    return NvmlSnapshot(driver_version="550.54.15", cuda_driver_version=12040, gpus=out)
 
 
 def t4() -> NvmlSnapshot:

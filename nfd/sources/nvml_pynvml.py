@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from typing import TYPE_CHECKING
 
 from nfd.sources.nvml import (
@@ -13,6 +14,8 @@ from nfd.sources.nvml import (
     GI_PROFILE_SUFFIXES,
     GpuInfo,
     MigDeviceInfo,
+    MigPlacement,
+    MigProfileInfo,
     NvmlError,
     NvmlSnapshot,
     NvmlUnavailable,
@@ -104,6 +107,7 @@ class PynvmlAdapter:
         if mode is not None:
             mig_capable, mig_enabled = True, int(mode[0]) == 1
         migs = self._migs(nv, h, memory) if mig_enabled else ()
+        profiles = self._profiles(nv, h, memory) if mig_enabled else ()
         return GpuInfo(
             index=index,
             uuid=_text(nv.nvmlDeviceGetUUID(h)),
@@ -117,7 +121,51 @@ class PynvmlAdapter:
             mig_capable=mig_capable,
             mig_enabled=mig_enabled,
             mig_devices=migs,
+            mig_profiles=profiles,
         )
+
+    def _profiles(self, nv: Any, h: Any, parent_memory: int) -> tuple[MigProfileInfo, ...]:
+        """Every GPU-instance profile this GPU has, with its possible placements."""
+        out: list[MigProfileInfo] = []
+        for kind in range(int(getattr(nv, "NVML_GPU_INSTANCE_PROFILE_COUNT", 0x12))):
+            try:
+                p = nv.nvmlDeviceGetGpuInstanceProfileInfo(h, kind)
+            except nv.NVMLError:
+                continue  # a profile this GPU does not have
+            count = int(p.instanceCount)
+            n = ctypes.c_uint(0)
+            try:  # without an array: how many placements there are (more than instances: +me)
+                nv.nvmlDeviceGetGpuInstancePossiblePlacements(h, int(p.id), None, ctypes.byref(n))
+                places = (nv.c_nvmlGpuInstancePlacement_t * max(int(n.value), 1))()
+                nv.nvmlDeviceGetGpuInstancePossiblePlacements(h, int(p.id), places, ctypes.byref(n))
+            except nv.NVMLError:
+                continue
+            slices, memory_mib = int(p.sliceCount), int(p.memorySizeMB)
+            out.append(
+                MigProfileInfo(
+                    profile_id=int(p.id),
+                    name=mig_profile(
+                        gi_slices=slices,
+                        ci_slices=slices,
+                        memory_mib=memory_mib,
+                        parent_memory_bytes=parent_memory,
+                        suffix=GI_PROFILE_SUFFIXES.get(kind, ""),
+                    ),
+                    slices=slices,
+                    instances=count,
+                    memory_mib=memory_mib,
+                    multiprocessors=int(p.multiprocessorCount),
+                    copy_engines=int(p.copyEngineCount),
+                    decoders=int(p.decoderCount),
+                    encoders=int(p.encoderCount),
+                    jpegs=int(p.jpegCount),
+                    ofas=int(p.ofaCount),
+                    placements=tuple(
+                        MigPlacement(int(x.start), int(x.size)) for x in list(places)[: int(n.value)]
+                    ),
+                )
+            )
+        return tuple(out)
 
     def _suffixes(self, nv: Any, h: Any) -> dict[int, str]:
         """GPU-instance profile id on this GPU -> the attribute its name carries."""
@@ -177,6 +225,94 @@ class PynvmlAdapter:
                 )
             )
         return tuple(out)
+
+    # -- partitioning -------------------------------------------------------------------
+    def create_mig(self, gpu_uuid: str, profile_id: int, start: int) -> MigDeviceInfo:
+        nv = self._open()
+        try:
+            h = nv.nvmlDeviceGetHandleByUUID(gpu_uuid)
+            memory = int(nv.nvmlDeviceGetMemoryInfo(h).total)
+            size = next(
+                (x.size for p in self._profiles(nv, h, memory) if p.profile_id == profile_id
+                 for x in p.placements if x.start == start),
+                None,
+            )  # fmt: skip
+            if size is None:
+                raise NvmlError(f"GPU {gpu_uuid}: profile {profile_id} has no placement at {start}")
+            place = nv.c_nvmlGpuInstancePlacement_t()
+            place.start, place.size = start, size
+            gi = nv.nvmlDeviceCreateGpuInstanceWithPlacement(h, profile_id, ctypes.byref(place))
+            try:
+                gi_id = int(nv.nvmlGpuInstanceGetInfo(gi).id)
+                ci_profile = self._full_ci_profile(nv, gi)
+                ci = nv.nvmlGpuInstanceCreateComputeInstance(gi, ci_profile)
+                ci_id = int(nv.nvmlComputeInstanceGetInfo(ci).id)
+            except nv.NVMLError:
+                nv.nvmlGpuInstanceDestroy(gi)  # no half-made instance left behind
+                raise
+            found = next(
+                (
+                    m
+                    for m in self._migs(nv, h, memory)
+                    if (m.gpu_instance_id, m.compute_instance_id) == (gi_id, ci_id)
+                ),
+                None,
+            )
+        except nv.NVMLError as e:
+            raise NvmlError(f"GPU {gpu_uuid}: creating a MIG device: {_err(e)}") from None
+        if found is None:
+            raise NvmlError(f"GPU {gpu_uuid}: MIG device {gi_id}/{ci_id} made but not listed")
+        return found
+
+    def _full_ci_profile(self, nv: Any, gi: Any) -> int:
+        """The compute-instance profile spanning the whole GPU instance: the one with the
+        most slices that it offers."""
+        best: tuple[int, int] | None = None
+        for kind in range(int(getattr(nv, "NVML_COMPUTE_INSTANCE_PROFILE_COUNT", 0x9))):
+            try:
+                info = nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+                    gi, kind, nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+                )
+            except nv.NVMLError:
+                continue
+            if best is None or int(info.sliceCount) > best[0]:
+                best = (int(info.sliceCount), int(info.id))
+        if best is None:
+            raise NvmlError("the GPU instance offers no compute-instance profile")
+        return best[1]
+
+    def destroy_mig(self, gpu_uuid: str, profile_id: int, start: int) -> bool:
+        nv = self._open()
+        try:
+            h = nv.nvmlDeviceGetHandleByUUID(gpu_uuid)
+            gis = (nv.c_nvmlGpuInstance_t * 8)()  # a GPU holds at most 7 GPU instances
+            n = ctypes.c_uint(0)
+            nv.nvmlDeviceGetGpuInstances(h, profile_id, gis, ctypes.byref(n))
+            for gi in list(gis)[: int(n.value)]:
+                if int(nv.nvmlGpuInstanceGetInfo(gi).placement.start) != start:
+                    continue
+                for kind in range(int(getattr(nv, "NVML_COMPUTE_INSTANCE_PROFILE_COUNT", 0x9))):
+                    self._destroy_cis(nv, gi, kind)
+                nv.nvmlGpuInstanceDestroy(gi)
+                return True
+        except nv.NVMLError as e:
+            raise NvmlError(f"GPU {gpu_uuid}: destroying a MIG device: {_err(e)}") from None
+        return False
+
+    def _destroy_cis(self, nv: Any, gi: Any, kind: int) -> None:
+        try:
+            ci_profile = int(
+                nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+                    gi, kind, nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+                ).id
+            )
+        except nv.NVMLError:
+            return  # a profile this instance does not have
+        cis = (nv.c_nvmlComputeInstance_t * 8)()
+        n = ctypes.c_uint(0)
+        nv.nvmlGpuInstanceGetComputeInstances(gi, ci_profile, cis, ctypes.byref(n))
+        for ci in list(cis)[: int(n.value)]:
+            nv.nvmlComputeInstanceDestroy(ci)
 
     # -- health ---------------------------------------------------------------------------
     def check(self, uuid: str) -> str | None:

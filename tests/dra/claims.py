@@ -67,4 +67,4 @@ def published(fake_api: FakeApiServer) -> dict[str, dict[str, Any]]:
     gen = max(s["spec"]["pool"]["generation"] for s in slices)
     newest = [s for s in slices if s["spec"]["pool"]["generation"] == gen]
     assert len(newest) == newest[0]["spec"]["pool"]["resourceSliceCount"]
-    return {d["name"]: d for s in newest for d in s["spec"]["devices"]}
+    return {d["name"]: d for s in newest for d in s["spec"].get("devices") or []}

@@ -4,9 +4,10 @@ tables (there is no GPU here)."""
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import pynvml
 import pytest
@@ -58,6 +59,8 @@ class FakePynvml:
         self.shutdowns = 0
         self.inits = 0
         self.gi_profiles: dict[int, int] = {1: 9}  # GI id -> profile id
+        self.made: dict[int, tuple[int, int, int]] = {}  # GI id -> (profile id, start, size)
+        self.cis: dict[int, tuple[str, int]] = {}  # GI id -> its CI's MIG device UUID, CI profile
         self.gi_denied = False
 
     def _find(self, uuid: str) -> Dev:
@@ -142,20 +145,107 @@ class FakePynvml:
     def nvmlDeviceGetComputeInstanceId(self, m: Dev) -> int:
         return m.ci
 
-    # GPU-instance profiles: the A100's 1g+me profile has id 20; plain 1g is 19, 3g is 9.
+    # GPU-instance profiles of the A100 80GB: 1g.10gb (id 19, seven placements of one
+    # memory slice), 3g.40gb (id 9, two of four slices), 1g.10gb+me (id 20, one at a time).
+    PROFILES: ClassVar[dict[int, dict[str, Any]]] = {
+        0x0: {"id": 19, "sliceCount": 1, "instanceCount": 7, "memorySizeMB": 9728, "multiprocessorCount": 14,
+              "copyEngineCount": 1, "decoderCount": 0, "jpegCount": 0, "ofaCount": 0, "places": (1, range(7))},
+        0x2: {"id": 9, "sliceCount": 3, "instanceCount": 2, "memorySizeMB": 40192, "multiprocessorCount": 42,
+              "copyEngineCount": 3, "decoderCount": 2, "jpegCount": 0, "ofaCount": 0, "places": (4, (0, 4))},
+        0x7: {"id": 20, "sliceCount": 1, "instanceCount": 1, "memorySizeMB": 9728, "multiprocessorCount": 14,
+              "copyEngineCount": 1, "decoderCount": 1, "jpegCount": 1, "ofaCount": 1, "places": (1, range(7))},
+    }  # fmt: skip
+    # Handles of GPU and compute instances are plain numbers here (the GPU-instance id).
+    c_nvmlGpuInstancePlacement_t = pynvml.c_nvmlGpuInstancePlacement_t
+    c_nvmlGpuInstance_t = ctypes.c_uint
+    c_nvmlComputeInstance_t = ctypes.c_uint
+    NVML_GPU_INSTANCE_PROFILE_COUNT = pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT
+    NVML_COMPUTE_INSTANCE_PROFILE_COUNT = pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT
+    NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+
+    def _profile(self, profile_id: int) -> dict[str, Any]:
+        return next(p for p in self.PROFILES.values() if p["id"] == profile_id)
+
     def nvmlDeviceGetGpuInstanceProfileInfo(self, d: Dev, kind: int) -> Any:
-        ids = {0x0: 19, 0x2: 9, 0x7: 20}
-        if kind not in ids:
+        if kind not in self.PROFILES:
             raise err(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return SimpleNamespace(id=ids[kind])
+        return SimpleNamespace(
+            encoderCount=0, **{k: v for k, v in self.PROFILES[kind].items() if k != "places"}
+        )
+
+    def nvmlDeviceGetGpuInstancePossiblePlacements(
+        self, d: Dev, profile_id: int, out: Any, count: Any
+    ) -> int:
+        size, starts = self._profile(profile_id)["places"]
+        if out is not None and count._obj.value < len(starts):
+            raise err(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
+        for i, start in enumerate(starts if out is not None else ()):
+            out[i].start, out[i].size = start, size
+        count._obj.value = len(starts)
+        return 0
+
+    def nvmlDeviceCreateGpuInstanceWithPlacement(self, d: Dev, profile_id: int, placement: Any) -> int:
+        start, size = placement._obj.start, placement._obj.size
+        taken = {s for _p, st, sz in self.made.values() for s in range(st, st + sz)}
+        if taken & set(range(start, start + size)):
+            raise err(pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES)
+        gi = 1 + max([m.gi for m in d.slots if m is not None] + list(self.made), default=0)
+        self.made[gi] = (profile_id, start, size)
+        self.gi_profiles[gi] = profile_id
+        return gi
+
+    def nvmlGpuInstanceGetComputeInstanceProfileInfo(self, gi: int, kind: int, engines: int) -> Any:
+        offered = {0x0: 1, 0x2: 3}  # compute-instance profile kind -> its slices
+        if offered.get(kind, 99) > self._profile(self.made[gi][0])["sliceCount"]:
+            raise err(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return SimpleNamespace(id=kind, sliceCount=offered[kind])
+
+    def nvmlGpuInstanceCreateComputeInstance(self, gi: int, ci_profile: int) -> int:
+        profile = self._profile(self.made[gi][0])
+        a100 = self.devices[0]
+        uuid = f"MIG-made-{gi}"
+        a100.slots.append(
+            mig(uuid, profile["sliceCount"], profile["memorySizeMB"], profile["multiprocessorCount"], gi)
+        )
+        self.cis[gi] = (uuid, ci_profile)
+        return gi
+
+    def nvmlComputeInstanceGetInfo(self, ci: int) -> Any:
+        return SimpleNamespace(id=0)
+
+    def nvmlDeviceGetGpuInstances(self, d: Dev, profile_id: int, out: Any, count: Any) -> int:
+        mine = [gi for gi, (p, _s, _z) in self.made.items() if p == profile_id]
+        for i, gi in enumerate(mine):
+            out[i] = gi
+        count._obj.value = len(mine)
+        return 0
+
+    def nvmlGpuInstanceGetComputeInstances(self, gi: int, ci_profile: int, out: Any, count: Any) -> int:
+        have = int(gi in self.cis and self.cis[gi][1] == ci_profile)
+        if have:
+            out[0] = gi
+        count._obj.value = have
+        return 0
+
+    def nvmlComputeInstanceDestroy(self, ci: int) -> None:
+        uuid, _profile = self.cis.pop(ci)
+        a100 = self.devices[0]
+        a100.slots = [m for m in a100.slots if m is None or m.uuid != uuid]
+
+    def nvmlGpuInstanceDestroy(self, gi: int) -> None:
+        if gi in self.cis:
+            raise err(pynvml.NVML_ERROR_IN_USE)
+        del self.made[gi]
 
     def nvmlDeviceGetGpuInstanceById(self, d: Dev, gi: int) -> Any:
         if self.gi_denied:
             raise err(pynvml.NVML_ERROR_NO_PERMISSION)
-        return ("gi", gi)
+        return gi
 
-    def nvmlGpuInstanceGetInfo(self, gi: Any) -> Any:
-        return SimpleNamespace(id=gi[1], profileId=self.gi_profiles.get(gi[1], 19))
+    def nvmlGpuInstanceGetInfo(self, gi: int) -> Any:
+        _p, start, size = self.made.get(gi, (0, 0, 0))
+        placement = SimpleNamespace(start=start, size=size)
+        return SimpleNamespace(id=gi, profileId=self.gi_profiles.get(gi, 19), placement=placement)
 
     def nvmlEventSetCreate(self) -> str:
         return "event-set"
@@ -231,6 +321,40 @@ def test_snapshot_reads_gpus_and_mig_devices() -> None:
     adapter.close()
     adapter.close()
     assert nv.shutdowns == 1
+
+
+def test_snapshot_reads_gpu_instance_profiles_and_placements() -> None:
+    a100, t4 = PynvmlAdapter(module=a100_and_t4()).snapshot().gpus
+    assert [(p.profile_id, p.name, p.instances, p.memory_mib) for p in a100.mig_profiles] == [
+        (19, "1g.10gb", 7, 9728),
+        (9, "3g.40gb", 2, 40192),
+        (20, "1g.10gb+me", 1, 9728),
+    ]
+    three = a100.mig_profiles[1]
+    assert [(x.start, x.size) for x in three.placements] == [(0, 4), (4, 4)]
+    assert (three.multiprocessors, three.copy_engines, three.decoders) == (42, 3, 2)
+    assert t4.mig_profiles == ()  # no MIG mode, no profiles
+
+
+def test_create_and_destroy_a_mig_device_at_a_placement() -> None:
+    nv = a100_and_t4()
+    adapter = PynvmlAdapter(module=nv)
+    made = adapter.create_mig("GPU-a100", 9, 4)
+    assert (made.uuid, made.profile, made.gpu_instance_id, made.compute_instance_id) == (
+        "MIG-made-8",
+        "3g.40gb",
+        8,
+        0,
+    )
+    assert nv.made == {8: (9, 4, 4)} and nv.cis == {8: ("MIG-made-8", 0x2)}  # the CI spans the GI
+    with pytest.raises(NvmlError, match="creating a MIG device"):
+        adapter.create_mig("GPU-a100", 19, 5)  # inside the 3g instance's slices
+    with pytest.raises(NvmlError, match="no placement at 3"):
+        adapter.create_mig("GPU-a100", 9, 3)
+    assert adapter.destroy_mig("GPU-a100", 9, 4) is True
+    assert nv.made == {} and nv.cis == {}
+    assert "MIG-made-8" not in [m.uuid for m in adapter.snapshot().gpus[0].mig_devices]
+    assert adapter.destroy_mig("GPU-a100", 9, 4) is False
 
 
 def test_media_extension_profiles_are_named_with_plus_me() -> None:

@@ -68,7 +68,10 @@ class DeviceKind(Protocol):
         ...
 
     # Optional, not part of the protocol's required surface: ``close()`` is called once
-    # when the plugin stops, for kinds that hold resources (an NVML handle, a thread).
+    # when the plugin stops, for kinds that hold resources (an NVML handle, a thread);
+    # ``prepare_device(device, host) -> FoundDevice`` and ``unprepare_device(device)``
+    # are called by DRA's prepare and unprepare, for kinds that make something then (a
+    # MIG instance), raising nfd.devices.model.PrepareError.
 
 
 class KindRegistry:

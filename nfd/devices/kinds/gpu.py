@@ -9,6 +9,9 @@ Config (one resource per selector)::
         replicas: 4                       # time-slicing: nvidia.com/gpu = 4 x GPUs
       - name: nvidia.com/mig-1g.10gb      # MIG devices of one profile
         gpu: {vendor: nvidia, migProfile: 1g.10gb}
+      - name: nvidia.com/gpu-partitioned  # DRA: GPUs in MIG mode whole and as every
+        gpu: {vendor: nvidia, migPartitions: true}   # MIG placement, made at prepare
+        servedBy: dra
       - name: gpu.intel.com/i915
         gpu: {vendor: intel, driver: i915}
       - name: amd.com/gpu
@@ -32,19 +35,25 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nfd.devices.kinds import describe_fields, pci_problem
-from nfd.devices.kinds.gpu_devices import FIELDS, drm_devices, mig_cap_nodes, nvidia_attributes
+from nfd.devices.kinds.gpu_devices import (
+    FIELDS,
+    drm_devices,
+    mig_cap_nodes,
+    mig_partitions,
+    nvidia_attributes,
+)
 from nfd.devices.kinds.gpu_health import NvmlHealth
 from nfd.devices.kinds.gpu_selector import GpuSelector, parse_selector
-from nfd.devices.model import DeviceNode, FoundDevice, Gone
+from nfd.devices.model import DeviceNode, FoundDevice, Gone, PrepareError
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.sources.accel_sysfs import numa_node, pci_functions
 from nfd.sources.gpu import GPU_CLASSES
-from nfd.sources.nvml import Nvml, NvmlError, NvmlUnavailable, open_adapter
+from nfd.sources.nvml import GpuInfo, Nvml, NvmlError, NvmlUnavailable, open_adapter
 
 log = logging.getLogger("nfd.deviceplugin")
 
@@ -110,6 +119,10 @@ class GpuKind(NvmlHealth):
             watched.append(g.uuid)
             gpu_node = DeviceNode(f"/dev/nvidia{g.minor}", f"/dev/nvidia{g.minor}", "rwm")
             numa = numa_node(host, g.sysfs_address)
+            if sel.mig_partitions and g.mig_enabled and g.mig_profiles:
+                found += self._partitions(g, numa, (gpu_node, *common))
+                self._policy[g.uuid] = sel
+                continue
             if not sel.mig_profiles:
                 if g.mig_enabled:
                     continue  # its capacity is handed out as MIG devices
@@ -145,6 +158,65 @@ class GpuKind(NvmlHealth):
                 self._policy[m.uuid] = sel
         self._watch(nvml, watched)
         return found
+
+    def _partitions(self, g: GpuInfo, numa: int | None, nodes: tuple[DeviceNode, ...]) -> list[FoundDevice]:
+        """The whole GPU and each MIG placement, one counter set between them. A
+        placement's ``uuid`` is its GPU's: its health is the GPU's until it is made."""
+        out = []
+        for part, profile, start, size in mig_partitions(g):
+            attrs = nvidia_attributes(g, uuid=g.uuid, profile="", parent="")
+            if profile is not None:
+                attrs.update(
+                    profile=profile.name,
+                    parent_uuid=g.uuid,
+                    mig_profile_id=str(profile.profile_id),
+                    placement_start=str(start),
+                    placement_size=str(size),
+                )
+            out.append(
+                FoundDevice(
+                    id=g.uuid if profile is None else f"{g.uuid}-mig-{profile.profile_id}-{start}",
+                    numa_node=numa,
+                    device_nodes=nodes,
+                    env=(("NVIDIA_VISIBLE_DEVICES", g.uuid),),
+                    attributes=attrs,
+                    partition=part,
+                )
+            )
+        return out
+
+    # -- DRA's prepare and unprepare ------------------------------------------------------
+    def prepare_device(self, device: FoundDevice, host: HostRoot) -> FoundDevice:
+        """A MIG placement's instance made now (GPU instance and a compute instance
+        spanning it), with its /dev/nvidia-caps nodes and its UUID for the container;
+        any other device as it is. Raises PrepareError."""
+        a = device.attributes
+        if not a.get("placement_start"):
+            return device
+        try:
+            mig = self._nvml().create_mig(a["uuid"], int(a["mig_profile_id"]), int(a["placement_start"]))
+        except (NvmlError, NvmlUnavailable) as e:
+            raise PrepareError(f"creating MIG {a['profile']} at {a['placement_start']}: {e}") from None
+        caps = mig_cap_nodes(host, int(a["minor"]), mig.gpu_instance_id, mig.compute_instance_id)
+        env = tuple((k, mig.uuid if k == "NVIDIA_VISIBLE_DEVICES" else v) for k, v in device.env)
+        return replace(device, device_nodes=(*device.device_nodes, *caps), env=env)
+
+    def unprepare_device(self, device: FoundDevice) -> None:
+        """Destroy the instance :meth:`prepare_device` made for a MIG placement (none
+        there: done already). Raises PrepareError."""
+        a = device.attributes
+        if not a.get("placement_start"):
+            return
+        try:
+            self._nvml().destroy_mig(a["uuid"], int(a["mig_profile_id"]), int(a["placement_start"]))
+        except (NvmlError, NvmlUnavailable) as e:
+            raise PrepareError(f"destroying MIG {a['profile']} at {a['placement_start']}: {e}") from None
+
+    def _nvml(self) -> Nvml:
+        nvml = self._open()
+        if nvml is None:
+            raise NvmlUnavailable(self._unavailable or "NVML is not open")
+        return nvml
 
     # -- health -------------------------------------------------------------------------
     def refresh(self, device: FoundDevice, host: HostRoot) -> FoundDevice | str:

@@ -7,10 +7,10 @@ import os
 from typing import Any
 
 from nfd.devices.kinds.gpu_selector import GpuSelector
-from nfd.devices.model import DeviceNode, FoundDevice
+from nfd.devices.model import DeviceNode, FoundDevice, Partition
 from nfd.hostroot import HostRoot
 from nfd.sources.gpu_drm import AMD, AMD_DRIVERS, INTEL, INTEL_DRIVERS, drm_cards
-from nfd.sources.nvml import GpuInfo
+from nfd.sources.nvml import GpuInfo, MigProfileInfo
 
 FIELDS = frozenset(
     {
@@ -27,6 +27,9 @@ FIELDS = frozenset(
         "vendor",
         "device",
         "driver",
+        "mig_profile_id",
+        "placement_start",
+        "placement_size",
     }
 )
 
@@ -104,4 +107,66 @@ def drm_devices(sel: GpuSelector, host: HostRoot) -> list[FoundDevice]:
                 attributes=attrs,
             )
         )
+    return out
+
+
+# -- MIG partitions -------------------------------------------------------------------------
+# A GPU in MIG mode is one counter set: a counter per memory slice (a placement takes the
+# slices it spans, so overlapping placements exceed one), and totals of what instances
+# share out (memory, multiprocessors, engines), which the whole GPU consumes entirely.
+_ENGINES = (
+    ("multiprocessors", "multiprocessors"),
+    ("copy-engines", "copy_engines"),
+    ("decoders", "decoders"),
+    ("encoders", "encoders"),
+    ("jpeg-engines", "jpegs"),
+    ("ofa-engines", "ofas"),
+)
+
+
+def _mib(n: int) -> str:
+    return f"{n // 1024}Gi" if n % 1024 == 0 else f"{n}Mi"
+
+
+def _shares(p: MigProfileInfo) -> dict[str, int]:
+    """What one instance of the profile takes of the GPU's totals (memory in MiB)."""
+    return {"memory": p.memory_mib, **{name: getattr(p, field) for name, field in _ENGINES}}
+
+
+def _uses(p: MigProfileInfo, start: int, size: int) -> dict[str, int]:
+    return {**{f"memory-slice-{i}": 1 for i in range(start, start + size)}, **_shares(p)}
+
+
+def mig_partitions(g: GpuInfo) -> list[tuple[Partition, MigProfileInfo | None, int, int]]:
+    """The whole GPU and every placement of every profile, as (partition, profile,
+    placement start, size); the whole GPU has no profile. Totals are the most any set of
+    instances can take: per counter, the largest of (instances x one's share) over the
+    profiles, so a full layout of any profile fits and the whole GPU takes it all."""
+    slices = max((x.start + x.size for p in g.mig_profiles for x in p.placements), default=0)
+    totals: dict[str, int] = {f"memory-slice-{i}": 1 for i in range(slices)}
+    for p in g.mig_profiles:
+        for name, value in _shares(p).items():
+            totals[name] = max(totals.get(name, 0), value * p.instances)
+    totals = {k: v for k, v in totals.items() if v > 0}  # a counter is at least 1
+
+    def quantities(used: dict[str, int]) -> dict[str, str]:
+        return {k: _mib(v) if k == "memory" else str(v) for k, v in used.items() if v > 0 and k in totals}
+
+    counter_set = f"gpu-{g.index}"
+    shown = quantities(totals)
+    out: list[tuple[Partition, MigProfileInfo | None, int, int]] = [
+        (Partition(counter_set, counter_set, shown, shown), None, 0, slices)
+    ]
+    for p in g.mig_profiles:
+        label = "".join(c for c in p.name.lower() if c.isalnum() or c == "-")  # 1g.5gb+me -> 1g5gbme
+        for x in p.placements:
+            name = f"{counter_set}-mig-{label}-{x.start}"
+            out.append(
+                (
+                    Partition(name, counter_set, shown, quantities(_uses(p, x.start, x.size))),
+                    p,
+                    x.start,
+                    x.size,
+                )
+            )
     return out

@@ -1,5 +1,5 @@
-"""The ``gpu`` selector of a device resource: vendor, drivers, MIG profiles, and how NVML
-health treats NVIDIA's devices (``recoverAfter``, ``checkInterval``, ``ignoreXids``)."""
+"""The ``gpu`` selector of a device resource: vendor, drivers, MIG profiles, MIG
+partitioning, and how NVML health treats NVIDIA's devices (``recoverAfter``, ``checkInterval``, ``ignoreXids``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from nfd.devices.kinds import mapping, optional_strings, string_list
 from nfd.settings import ConfigError
 
-_KEYS = ("vendor", "driver", "migProfile", "recoverAfter", "checkInterval", "ignoreXids")
+_KEYS = ("vendor", "driver", "migProfile", "migPartitions", "recoverAfter", "checkInterval", "ignoreXids")
 VENDORS = ("nvidia", "amd", "intel")
 # XIDs that are application errors: the GPU stays usable (NVIDIA's plugin ignores these).
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
@@ -22,6 +22,9 @@ class GpuSelector:
     vendor: str
     drivers: tuple[str, ...] = ()
     mig_profiles: tuple[str, ...] = ()  # () = full GPUs; "*" = every MIG device
+    # DRA only: publish a GPU in MIG mode whole and as every MIG placement, sharing its
+    # counters; a claim's MIG device is created at prepare. Off: as the device plugin.
+    mig_partitions: bool = False
     recover_after: float = 30.0
     check_interval: float = 10.0
     ignore_xids: frozenset[int] = APPLICATION_XIDS
@@ -41,6 +44,13 @@ def parse_selector(raw: Any, where: str) -> GpuSelector:
         for p in profiles:
             if not _PROFILE.match(p):
                 raise ConfigError(f"{where}.migProfile: {p!r} is not a MIG profile like 1g.10gb (or *)")
+    partitions = m.get("migPartitions", False)
+    if not isinstance(partitions, bool):
+        raise ConfigError(f"{where}.migPartitions: expected true or false")
+    if partitions and (vendor != "nvidia" or profiles):
+        raise ConfigError(
+            f"{where}.migPartitions: for vendor nvidia without migProfile (partitions offer every profile)"
+        )
     nvidia_only = [k for k in ("recoverAfter", "checkInterval", "ignoreXids") if k in m]
     if nvidia_only and vendor != "nvidia":
         raise ConfigError(f"{where}.{nvidia_only[0]}: NVML health applies to vendor nvidia only")
@@ -56,6 +66,7 @@ def parse_selector(raw: Any, where: str) -> GpuSelector:
         vendor=vendor,
         drivers=drivers,
         mig_profiles=profiles,
+        mig_partitions=partitions,
         recover_after=_seconds(m.get("recoverAfter", 30), f"{where}.recoverAfter"),
         check_interval=_seconds(m.get("checkInterval", 10), f"{where}.checkInterval"),
         ignore_xids=frozenset(ignore),
