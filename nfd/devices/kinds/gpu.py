@@ -42,9 +42,9 @@ from nfd.devices.kinds.gpu_selector import GpuSelector, parse_selector
 from nfd.devices.model import DeviceNode, FoundDevice, Gone
 from nfd.features import Features
 from nfd.hostroot import HostRoot
-from nfd.sources.accel_sysfs import numa_node, pci_functions
-from nfd.sources.gpu import GPU_CLASSES
-from nfd.sources.nvml import Nvml, NvmlError, NvmlUnavailable, open_adapter
+from nfd.hw.accel_ids import GPU_CLASSES
+from nfd.hw.accel_pci import numa_node, pci_functions
+from nfd.hw.nvml import Nvml, NvmlError, NvmlUnavailable, open_adapter
 
 log = logging.getLogger("nfd.deviceplugin")
 
