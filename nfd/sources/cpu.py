@@ -92,7 +92,7 @@ class CpuSource:
             f.set_attributes("cpu.cstate", cstate)
         f.set_attributes("cpu.pstate", cpu_sysfs.pstate(host) if st.arch == "x86_64" else {})
         f.set_attributes("cpu.rdt", cpu_sysfs.rdt(host, st.x86) if st.x86 else {})
-        f.set_attributes("cpu.security", cpu_sysfs.security(host, st))
+        f.set_attributes("cpu.security", cpu_sysfs.security(host, st.arch, st.x86))
         f.set_attributes("cpu.sst", cpu_sysfs.sst(host, st.x86) if st.x86 else {})
         f.set_attributes("cpu.topology", cpu_sysfs.topology(host))
         f.set_attributes("cpu.coprocessor", cpu_sysfs.coprocessor(host) if st.arch == "ppc64le" else {})

@@ -13,7 +13,6 @@ from nfd.hostfiles import list_dir, read_bytes, read_line, read_text
 from nfd.hostroot import HostRoot
 
 if TYPE_CHECKING:
-    from nfd.sources.cpu import StaticFacts
     from nfd.sources.cpuid_names import X86Facts
 
 log = logging.getLogger(__name__)
@@ -102,13 +101,12 @@ def _kvm_param_on(host: HostRoot, module: str, param: str) -> bool:
     return raw is not None and raw[:1] in (b"1", b"Y")
 
 
-def security(host: HostRoot, st: StaticFacts) -> dict[str, str]:
+def security(host: HostRoot, arch: str, x86: X86Facts | None) -> dict[str, str]:
     out: dict[str, str] = {}
-    if st.arch == "s390x":
+    if arch == "s390x":
         if read_text(host.sys / "firmware/uv/prot_virt_host") == "1\n":
             out["se.enabled"] = "true"
         return out
-    x86 = st.x86
     if x86 is None:
         return out
     if x86.sgx_epc_bytes > 0:
