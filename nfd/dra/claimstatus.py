@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nfd.devices.model import FoundDevice
+from nfd.dra.resourceapi import api_failure, claim_path
 from nfd.hostfiles import attr
 from nfd.hostroot import HostRoot
 from nfd.kube.errors import ApiError, Conflict, Invalid, NotFound
@@ -101,8 +102,6 @@ class ClaimStatusApi:
         self.timeout = timeout
 
     def __call__(self, namespace: str, name: str, uid: str, entries: Sequence[dict[str, Any]]) -> None:
-        from nfd.dra.publisher import api_failure, claim_path
-
         where = f"claim {namespace}/{name}"
         try:
             for attempt in (1, 2):

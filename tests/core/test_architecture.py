@@ -34,24 +34,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
         "open_adapter() imports the real adapter only when NVML is needed, so that importing "
         "nvml costs nothing; the adapter speaks nvml's protocol and records"
     ),
-    frozenset(
-        {
-            "nfd.devices.kinds",
-            *(f"nfd.devices.kinds.{m}" for m in ("devnode", "fpga", "gpu", "pci", "usb")),
-            *(f"nfd.devices.kinds.{m}" for m in ("gpu_devices", "gpu_health", "gpu_selector")),
-        }
-    ): (
-        "the package holds both the kinds' shared helpers and default_kinds(), which imports "
-        "every kind; the way out is the helpers in a module of their own"
-    ),
-    frozenset({"nfd.dra.claimstatus", "nfd.dra.prepare", "nfd.dra.publisher"}): (
-        "the claim status writer borrows the publisher's claim path and API failure, lazily; "
-        "the way out is those two beside the transport"
-    ),
-    frozenset({"nfd.master.replica", "nfd.master.runtime"}): (
-        "the Runtime builds the Replica and hands it itself; the way out is handing it the "
-        "parts it uses (settings, service, elector, jobs, forwarder, leader URL, token)"
-    ),
 }
 
 # Cycles between a package and a package inside it, each with why.

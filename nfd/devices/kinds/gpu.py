@@ -35,10 +35,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nfd.devices.kinds import describe_fields, pci_problem
 from nfd.devices.kinds.gpu_devices import FIELDS, drm_devices, mig_cap_nodes, nvidia_attributes
 from nfd.devices.kinds.gpu_health import NvmlHealth
 from nfd.devices.kinds.gpu_selector import GpuSelector, parse_selector
+from nfd.devices.kinds.shared import describe_fields, pci_problem
 from nfd.devices.model import DeviceNode, FoundDevice, Gone
 from nfd.features import Features
 from nfd.hostroot import HostRoot
