@@ -42,10 +42,6 @@ KNOWN_PACKAGE_CYCLES: dict[frozenset[str], str] = {
         "the config names each resource's kind (kinds) while the kinds make the inventory's "
         "records (devices.model); the way out is the model in a package the kinds own"
     ),
-    frozenset({"nfd.master", "nfd.master.api"}): (
-        "app.py mounts the API's routers, which serve from the master's Runtime; the way out "
-        "is the app beside its routers"
-    ),
 }
 
 # The modules allowed past LONGEST lines, each with why: generated code and tables, whose
