@@ -26,9 +26,9 @@ from nfd.devices.kinds import KindRegistry
 from nfd.devices.kinds.gpu import GpuKind
 from nfd.features import Features
 from nfd.hostroot import HostRoot
+from nfd.hw.nvml_fake import FakeNvml, a100_mig, h100x8
 from nfd.sources.fpga import FpgaSource
 from nfd.sources.gpu import GpuSource
-from nfd.sources.nvml_fake import FakeNvml, a100_mig, h100x8
 
 HOSTS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "hosts"
 

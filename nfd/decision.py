@@ -12,6 +12,7 @@ from nfd.features import Features
 from nfd.policy import (
     DEFAULT_POLICY,
     Policy,
+    Taint,
     check_annotation,
     check_extended_resource,
     check_label,
@@ -30,19 +31,6 @@ if TYPE_CHECKING:
 KINDS = ("labels", "annotations", "extendedResources", "taints")
 TAINTS_DISABLED = "taints are disabled (enable with --enable-taints)"
 SERVED_BY_DEVICE_PLUGIN = "served by a device plugin or DRA on this node; left to kubelet"
-
-
-@dataclass(frozen=True, slots=True)
-class Taint:
-    """A Node taint as a rule writes it (the key is never prefixed)."""
-
-    key: str
-    value: str = ""
-    effect: str = ""
-
-    def __str__(self) -> str:
-        # As kubectl prints taints; also the master's tracking annotation.
-        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
 
 
 # No slots: the master interns decisions in a WeakValueDictionary and caches derived

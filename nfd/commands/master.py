@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
     from nfd.commands.master_server import serve
     from nfd.commands.master_settings import settings_from_args
-    from nfd.master.app import create_app, serving_app
+    from nfd.master.api.app import create_app, serving_app
     from nfd.master.runtime import SetupError, build_runtime
 
     settings = settings_from_args(args)

@@ -28,13 +28,23 @@ message starts with the key path at fault (``resources[1].pci.vendor: ...``).
 from __future__ import annotations
 
 import re
-import string
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from nfd.devices.cdi import CDI_VERSION, CDI_VERSIONS
+from nfd.devices.configvalues import (
+    checked,
+    one_of,
+    parse_device_nodes,
+    parse_env,
+    parse_items,
+    parse_mounts,
+    parse_string,
+    strict,
+    template_error,
+)
 from nfd.devices.kinds import DeviceKind, KindRegistry, default_kinds
 from nfd.devices.model import DeviceNode, Mount
 from nfd.policy import dns_subdomain_error, qualified_name_error
@@ -48,7 +58,6 @@ MAX_DRIVER_NAME = 63
 MAX_DRA_RESOURCE = 64  # a DRA string attribute's limit: devices carry their resource's name
 MAX_REPLICAS = 1024
 TAINT_EFFECTS = ("NoSchedule", "NoExecute")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CDI_KIND = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?/[A-Za-z]([A-Za-z0-9_-]*[A-Za-z0-9])?$")
 
 
@@ -77,80 +86,6 @@ def extended_resource_error(name: str) -> str | None:
 # -- values (the models' ``parse`` functions) -------------------------------------------
 
 
-def _string(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise ConfigError("expected a string", where)
-    return value
-
-
-def _checked(error: Callable[[str], str | None], what: str) -> Callable[[Any, str], str]:
-    def parse(value: Any, where: str) -> str:
-        err = error(_string(value, where))
-        if err:
-            raise ConfigError(f"{what}: {err}", where)
-        return str(value)
-
-    return parse
-
-
-def _one_of(*choices: str) -> Callable[[Any, str], str]:
-    def parse(value: Any, where: str) -> str:
-        if not isinstance(value, str) or value not in choices:
-            raise ConfigError(f"{value!r} is not one of {', '.join(choices)}", where)
-        return value
-
-    return parse
-
-
-def _items(value: Any, where: str) -> list[Any]:
-    """A list; null (a key left empty in YAML, ``deviceNodes:``) is an empty one."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ConfigError("expected a list", where)
-    return value
-
-
-def _device_nodes(value: Any, where: str) -> tuple[DeviceNode, ...]:
-    out = []
-    for i, raw in enumerate(_items(value, where)):
-        at = f"{where}[{i}]"
-        spec = from_mapping(
-            _DeviceNodeSpec, {"path": raw} if isinstance(raw, str) else raw, warnings=[], where=at
-        )
-        if not spec.path.startswith("/dev/"):
-            raise ConfigError("device nodes live under /dev/", f"{at}.path")
-        perms = spec.permissions
-        if not perms or set(perms) - set("rwm") or len(set(perms)) != len(perms):
-            raise ConfigError("expected some of r, w, m (like rw or rwm)", f"{at}.permissions")
-        out.append(DeviceNode(spec.path, spec.container_path or spec.path, perms))
-    return tuple(out)
-
-
-def _mounts(value: Any, where: str) -> tuple[Mount, ...]:
-    out = []
-    for i, raw in enumerate(_items(value, where)):
-        spec = from_mapping(_MountSpec, raw, warnings=[], where=f"{where}[{i}]")
-        out.append(Mount(spec.host_path, spec.container_path or spec.host_path, spec.read_only))
-    return tuple(out)
-
-
-def _env(value: Any, where: str) -> tuple[tuple[str, str], ...]:
-    """``{NAME: value}`` -> ``((NAME, value), ...)``; numbers are taken as strings."""
-    if value is None:
-        return ()
-    if not isinstance(value, Mapping):
-        raise ConfigError("expected a mapping of NAME: value", where)
-    out = []
-    for k, v in value.items():
-        if not isinstance(k, str) or not _ENV_NAME.match(k):
-            raise ConfigError(f"{k!r} is not a valid environment variable name", where)
-        if isinstance(v, bool) or not isinstance(v, str | int | float):
-            raise ConfigError("expected a string", f"{where}.{k}")
-        out.append((k, str(v)))
-    return tuple(out)
-
-
 def _cdi(value: Any, where: str) -> CdiConfig | None:
     if value is True:
         return CdiConfig()
@@ -160,7 +95,7 @@ def _cdi(value: Any, where: str) -> CdiConfig | None:
 
 
 def _cdi_kind(value: Any, where: str) -> str | None:
-    return None if value is None else _string(value, where)
+    return None if value is None else parse_string(value, where)
 
 
 def _served_by(value: Any, where: str) -> str:
@@ -168,7 +103,7 @@ def _served_by(value: Any, where: str) -> str:
         raise ConfigError(
             "served by the device plugin or by DRA, never both (one device must not be offered twice)", where
         )
-    return _one_of(DEVICE_PLUGIN, DRA)(
+    return one_of(DEVICE_PLUGIN, DRA)(
         value[0] if isinstance(value, list) and len(value) == 1 else value, where
     )
 
@@ -178,56 +113,17 @@ def _extended_resource(value: Any, where: str) -> str | bool:
         return False
     if value is True:
         raise ConfigError("expected a resource name or false", where)
-    return _checked(extended_resource_error, "invalid resource name")(value, where)
-
-
-def _strict(kind: type) -> Callable[[Any, str], Any]:
-    """A value of exactly this type (YAML's 1 is no true, "2" no 2)."""
-
-    def parse(value: Any, where: str) -> Any:
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise ConfigError(f"expected {'true or false' if kind is bool else 'a whole number'}", where)
-        return value
-
-    return parse
-
-
-def _template_error(text: str, fields: frozenset[str]) -> str | None:
-    try:
-        parsed = list(string.Formatter().parse(text))
-    except ValueError as e:
-        return f"bad template {text!r}: {e}"
-    for _lit, name, spec, conv in parsed:
-        if name is not None and (name not in fields or spec or conv):
-            known = ", ".join("{" + f + "}" for f in sorted(fields))
-            return f"unknown placeholder {{{name}}} (known: {known})"
-    return None
+    return checked(extended_resource_error, "invalid resource name")(value, where)
 
 
 # -- the models ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class _DeviceNodeSpec:
-    __unknown_keys__: ClassVar[str] = "error"
-    path: str = field(metadata={"parse": _string})
-    container_path: str = field(default="", metadata={"parse": _string})
-    permissions: str = field(default="rwm", metadata={"parse": _string})
-
-
-@dataclass(frozen=True)
-class _MountSpec:
-    __unknown_keys__: ClassVar[str] = "error"
-    host_path: str = field(metadata={"parse": _string})
-    container_path: str = field(default="", metadata={"parse": _string})
-    read_only: bool = field(default=True, metadata={"parse": _strict(bool)})
-
-
-@dataclass(frozen=True)
 class CdiConfig:
     __unknown_keys__: ClassVar[str] = "error"
     kind: str | None = field(default=None, metadata={"parse": _cdi_kind})  # default: the resource's name
-    version: str = field(default=CDI_VERSION, metadata={"parse": _one_of(*CDI_VERSIONS)})
+    version: str = field(default=CDI_VERSION, metadata={"parse": one_of(*CDI_VERSIONS)})
 
 
 @dataclass(frozen=True)
@@ -236,13 +132,13 @@ class ResourceConfig:
     a key of the registry's kinds), which becomes :attr:`kind` and :attr:`selector`."""
 
     __unknown_keys__: ClassVar[str] = "error"
-    name: str = field(metadata={"parse": _checked(extended_resource_error, "invalid resource name")})
-    device_nodes: tuple[DeviceNode, ...] = field(default=(), metadata={"parse": _device_nodes})
-    mounts: tuple[Mount, ...] = field(default=(), metadata={"parse": _mounts})
-    env: tuple[tuple[str, str], ...] = field(default=(), metadata={"parse": _env})
-    replicas: int = field(default=1, metadata={"parse": _strict(int), "ge": 1, "le": MAX_REPLICAS})
+    name: str = field(metadata={"parse": checked(extended_resource_error, "invalid resource name")})
+    device_nodes: tuple[DeviceNode, ...] = field(default=(), metadata={"parse": parse_device_nodes})
+    mounts: tuple[Mount, ...] = field(default=(), metadata={"parse": parse_mounts})
+    env: tuple[tuple[str, str], ...] = field(default=(), metadata={"parse": parse_env})
+    replicas: int = field(default=1, metadata={"parse": strict(int), "ge": 1, "le": MAX_REPLICAS})
     cdi: CdiConfig | None = field(default=None, metadata={"parse": _cdi})
-    pre_start_check: bool = field(default=False, metadata={"parse": _strict(bool)})
+    pre_start_check: bool = field(default=False, metadata={"parse": strict(bool)})
     served_by: str = field(default=DEVICE_PLUGIN, metadata={"parse": _served_by})
     # For DRA: the extended resource a DeviceClass maps to these devices, so that pods
     # asking for it in resources.limits are served through DRA. True: the name; false:
@@ -264,7 +160,7 @@ class ResourceConfig:
             for key, path in (("hostPath", mount.host_path), ("containerPath", mount.container_path)):
                 self._template(f"mounts[{i}].{key}", path, fields)
         for k, v in self.env:
-            err = _template_error(v, fields)
+            err = template_error(v, fields)
             if err:
                 raise ConfigError(err, f"{self.where}.env.{k}")
         if self.dra:
@@ -300,7 +196,7 @@ class ResourceConfig:
             )
 
     def _template(self, key: str, path: str, fields: frozenset[str]) -> None:
-        err = "expected an absolute path" if not path.startswith("/") else _template_error(path, fields)
+        err = "expected an absolute path" if not path.startswith("/") else template_error(path, fields)
         if err:
             raise ConfigError(err, f"{self.where}.{key}")
 
@@ -345,11 +241,11 @@ class ResourceConfig:
 class DraConfig:
     __unknown_keys__: ClassVar[str] = "error"
     driver_name: str = field(
-        default=DEFAULT_DRIVER_NAME, metadata={"parse": _checked(driver_name_error, "invalid driver name")}
+        default=DEFAULT_DRIVER_NAME, metadata={"parse": checked(driver_name_error, "invalid driver name")}
     )
     # NoSchedule keeps new claims off an unhealthy device; NoExecute also evicts the
     # pods using it.
-    taint_effect: str = field(default="NoSchedule", metadata={"parse": _one_of(*TAINT_EFFECTS)})
+    taint_effect: str = field(default="NoSchedule", metadata={"parse": one_of(*TAINT_EFFECTS)})
 
 
 @dataclass(frozen=True)
@@ -380,7 +276,7 @@ def parse_config(data: Any, kinds: KindRegistry | None = None) -> PluginConfig:
     config = from_mapping(PluginConfig, data, warnings=[])
     resources = tuple(
         _resource(raw, f"resources[{i}]", registry)
-        for i, raw in enumerate(_items(config.resources, "resources"))
+        for i, raw in enumerate(parse_items(config.resources, "resources"))
     )
     _served_once(resources)
     return replace(config, resources=resources)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nfd.devices.model import FoundDevice
+from nfd.dra.resourceapi import api_failure, claim_path
 from nfd.hostfiles import attr
 from nfd.hostroot import HostRoot
 from nfd.kube.errors import ApiError, Conflict, Invalid, NotFound
@@ -111,8 +112,6 @@ class ClaimStatusApi:
     ) -> None:
         """``read``: the claim as the caller just read it, patched without a GET first; a
         change since fails the patch's test, and the claim is read again."""
-        from nfd.dra.publisher import api_failure, claim_path
-
         where = f"claim {namespace}/{name}"
         try:
             for attempt in (1, 2):

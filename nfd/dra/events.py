@@ -17,6 +17,7 @@ from typing import Any
 
 from nfd.devices.inventory import ResourceState
 from nfd.devices.model import HealthChange
+from nfd.dra.resourceapi import api_failure
 from nfd.dra.slices import device_name, rfc3339
 from nfd.kube.errors import ApiError, Forbidden
 from nfd.kube.transport import Transport, path
@@ -88,8 +89,6 @@ class NodeEvents:
                 self._post(change)
 
     def _post(self, change: HealthChange) -> None:
-        from nfd.dra.publisher import api_failure
-
         try:
             self.api.request(
                 "POST",

@@ -21,14 +21,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from nfd.dra.prepare import ClaimError
+from nfd.dra.resourceapi import RESOURCE_API, api_failure, claim_path
 from nfd.dra.slices import pool_slices
 from nfd.kube.errors import ApiError, NotFound
 from nfd.kube.transport import Transport, path
 
 log = logging.getLogger("nfd.dra")
-
-RESOURCE_API = ("apis", "resource.k8s.io", "v1")
-
 
 # Each call to the API server: one that does not answer fails, and is tried again at the
 # next sync (slices) or by kubelet (a claim read in NodePrepareResources), instead of
@@ -38,11 +36,6 @@ REQUEST_TIMEOUT_S = 10.0
 
 class PublishError(Exception):
     """A write the API server refused or could not take; retried by the caller."""
-
-
-def api_failure(e: ApiError) -> str:
-    """An ApiError as the agent's log lines word it."""
-    return f"HTTP {e.status}: {e.message}" if e.status else f"API server unreachable: {e.message}"
 
 
 class SlicePublisher:
@@ -206,7 +199,3 @@ class ClaimReaderApi:
             return self.api.request("GET", claim_path(namespace, name), timeout=self.timeout)
         except ApiError as e:
             raise ClaimError(f"claim {namespace}/{name}: {api_failure(e)}") from None
-
-
-def claim_path(namespace: str, name: str, *sub: str) -> str:
-    return path(*RESOURCE_API, "namespaces", namespace, "resourceclaims", name, *sub)

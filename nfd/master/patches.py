@@ -7,9 +7,9 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nfd.decision import Decision, Taint
+from nfd.decision import Decision
 from nfd.master.state import Observed, shared
-from nfd.policy import FEATURE_NS, NFD_NS, parse_quantity
+from nfd.policy import FEATURE_NS, NFD_NS, Taint, parse_quantity
 
 LABELS_ANN = f"{NFD_NS}/feature-labels"
 ER_ANN = f"{NFD_NS}/extended-resources"

@@ -24,16 +24,44 @@ import json
 import logging
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nfd.master.peers import LeaderUnreachable, Outage
 from nfd.master.state import NodeRecord, NodeStore
 
 if TYPE_CHECKING:
-    from nfd.master.runtime import Runtime
+    from nfd.master.auth import Authenticator
+    from nfd.master.jobs import Jobs
+    from nfd.master.kube import KubeApi
+    from nfd.master.leader import LeaderElector
+    from nfd.master.peers import Forwarder
     from nfd.master.service import MasterService
+    from nfd.master.settings import MasterSettings
 
 log = logging.getLogger(__name__)
+
+
+class MasterParts(Protocol):
+    """The parts of the master's runtime (nfd.master.runtime.Runtime) a replica uses,
+    named here so that this module does not import the runtime that builds it."""
+
+    @property
+    def settings(self) -> MasterSettings: ...
+    @property
+    def service(self) -> MasterService: ...
+    @property
+    def api(self) -> KubeApi | None: ...
+    @property
+    def authenticator(self) -> Authenticator | None: ...
+    @property
+    def elector(self) -> LeaderElector | None: ...
+    @property
+    def jobs(self) -> Jobs: ...
+    @property
+    def forwarder(self) -> Forwarder: ...
+    def leader_url(self) -> str | None: ...
+    def own_token(self) -> str | None: ...
+
 
 PATH = "/api/v1/replication/nodes"
 HELD_PATH = "/api/v1/replication/held"
@@ -117,7 +145,7 @@ class PeerAuth:
 
     TTL_S = 10.0
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: MasterParts) -> None:
         self.rt = rt
         self._ok: dict[str, float] = {}  # token -> until (monotonic)
 
@@ -153,7 +181,7 @@ class Replica:
     """The follower's side: a periodic job (``jobs``) that pulls from the leader while
     this replica follows."""
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: MasterParts) -> None:
         self.rt = rt
         self.taken = 0  # nodes taken from the leader
         self.synced = False  # one full copy made since this replica started

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nfd.decision import Taint
 from nfd.features import Features
+from nfd.policy import Taint
 from nfd.rules.evaluate import FEATURE_NS, FeatureView, RuleTrace, execute, merge_names
 from nfd.rules.expressions import EvalError
 from nfd.rules.model import Rule, RuleParseError, parse_rule

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from nfd.decision import Taint
+from nfd.policy import Taint
 from nfd.rules.template import Template
 
 OPS = frozenset(

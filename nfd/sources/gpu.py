@@ -13,7 +13,7 @@ Raw features (all in the ``gpu`` domain):
 
 Labels: NVIDIA's GPU feature discovery names (``nvidia.com/gpu.product`` ...) computed the
 way it computes them (:mod:`nfd.sources.gpu_gfd`), plus ``gpu-nvidia.*``, ``gpu-amd.*``
-and ``gpu-intel.*`` in the feature namespace (the DRM cards: :mod:`nfd.sources.gpu_drm`).
+and ``gpu-intel.*`` in the feature namespace (the DRM cards: :mod:`nfd.hw.drm`).
 docs/accelerators.md is the reference.
 """
 
@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING
 
 from nfd.features import Features
 from nfd.hostfiles import read_line
-from nfd.sources.accel_sysfs import numa_node, pci_functions, presence_labels
-from nfd.sources.gpu_drm import drm_cards, drm_labels
+from nfd.hw.accel_ids import GPU_CLASSES
+from nfd.hw.accel_pci import numa_node, pci_functions, presence_labels
+from nfd.hw.drm import drm_cards, drm_labels
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -33,14 +34,12 @@ if TYPE_CHECKING:
     from nfd.config import GpuConfig, SourcesConfig
     from nfd.features import Instance, Labels
     from nfd.hostroot import HostRoot
-    from nfd.sources.accel_sysfs import PciFunction
-    from nfd.sources.nvml import GpuInfo, Nvml, NvmlSnapshot
+    from nfd.hw.accel_pci import PciFunction
+    from nfd.hw.nvml import GpuInfo, Nvml, NvmlSnapshot
 
 log = logging.getLogger(__name__)
 
 NVIDIA = "10de"
-# PCI classes that are GPUs: VGA, 3D controller, other display controller.
-GPU_CLASSES = ("0300", "0302", "0380")
 
 
 # -- discovery ---------------------------------------------------------------------------
@@ -89,7 +88,7 @@ class GpuSource:
         # discovery fast on the many nodes without one.
         if not config.nvml or not expected:
             return None, ""
-        from nfd.sources.nvml import NvmlError, NvmlUnavailable, open_adapter
+        from nfd.hw.nvml import NvmlError, NvmlUnavailable, open_adapter
 
         adapter = open_adapter(self.nvml)
         try:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from nfd import hostfiles
 from nfd.hostroot import HostRoot
-from nfd.sources.memory import hugepage_counts, kib_quantity
+from nfd.hw.hugepages import hugepage_counts, kib_quantity
 
 
 @dataclass(frozen=True)

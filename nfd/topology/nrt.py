@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nfd.sources.memory import kib_quantity
+from nfd.hw.hugepages import kib_quantity
 from nfd.topology.accounting import MILLI, Zone
 from nfd.topology.kubeletconfig import TopologyPolicy
 from nfd.topology.layout import Layout

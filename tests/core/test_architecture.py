@@ -1,7 +1,8 @@
 """The house as a test: every import in nfd/ against the "may import" table of
 docs/architecture.md, read from the doc so that the doc stays the one statement of it;
-no cycles between rooms; no room reaching into another's private modules; the node's
-processes never loading the master.
+no cycles between rooms, and between modules or packages only the listed ones; no room
+reaching into another's private modules; the node's processes never loading the master; no
+module past 400 lines but the listed tables.
 
 Imports are read with ``ast``, so lazy ones (inside functions) and those under
 ``TYPE_CHECKING`` count as much as the ones at the top.
@@ -23,11 +24,31 @@ DOC = REPO / "docs" / "architecture.md"
 
 # Imports that break a rule of the doc today, each (importer, imported module) with why it
 # is still there. Paying one off means deleting its line: a stale entry fails the test.
-KNOWN_DEBT: dict[tuple[str, str], str] = {
-    # decide() names the rules engine's output in its signature, while the engine uses
-    # decision's Taint: a cycle of types only (no import at run time). The way out is
-    # RuleOutput (or a protocol of it) beside decide().
-    ("nfd.decision", "nfd.rules"): "type of decide()'s rules argument, under TYPE_CHECKING",
+KNOWN_DEBT: dict[tuple[str, str], str] = {}
+
+# Import cycles between modules (within a room: the rooms have none), each the exact set
+# of modules of one cycle with why it is still there. Paying one off means deleting its
+# entry: a cycle that is gone, or that grew, fails the test.
+KNOWN_CYCLES: dict[frozenset[str], str] = {
+    frozenset({"nfd.hw.nvml", "nfd.hw.nvml_pynvml"}): (
+        "open_adapter() imports the real adapter only when NVML is needed, so that importing "
+        "nvml costs nothing; the adapter speaks nvml's protocol and records"
+    ),
+}
+
+# Cycles between a package and a package inside it, each with why.
+KNOWN_PACKAGE_CYCLES: dict[frozenset[str], str] = {
+    frozenset({"nfd.devices", "nfd.devices.kinds"}): (
+        "the config names each resource's kind (kinds) while the kinds make the inventory's "
+        "records (devices.model); the way out is the model in a package the kinds own"
+    ),
+}
+
+# The modules allowed past LONGEST lines, each with why: generated code and tables, whose
+# length is their content's, not a sign of several jobs in one file.
+LONGEST = 400
+LONG_BY_NATURE: dict[str, str] = {
+    "nfd/sources/cpuid_names.py": "a table: CPUID's registers and bits, named as upstream names them",
 }
 
 # The command modules of the processes that run on every node.
@@ -187,16 +208,36 @@ def test_no_room_imports_another_rooms_private_modules() -> None:
 
 
 def test_no_import_cycles_between_rooms() -> None:
-    # A row is one room: nfd/cli.py and nfd/commands/ hand each other the command to run
-    # and its errors.
-    node = {room: min(row.rooms) for room, row in row_of().items()}
+    # Every package and every top-level module is a room of its own here, even where one
+    # row of the table holds several: a cycle inside a row is a cycle all the same.
     graph: dict[str, set[str]] = {}
     for imp in imports():
-        a, b = node[room_of(imp.importer)], node[room_of(imp.target)]
+        a, b = room_of(imp.importer), room_of(imp.target)
         if a != b and b != "nfd" and (imp.importer, imp.target) not in KNOWN_DEBT:
             graph.setdefault(a, set()).add(b)
     cycles = [c for c in strongly_connected(graph) if len(c) > 1]
     assert cycles == []
+
+
+def test_import_cycles_between_modules_and_packages_are_the_listed_ones() -> None:
+    # Within a room too, a cycle makes modules that can only be read (and loaded) together.
+    def package(module: str) -> str:
+        """A module's package; a top-level module (nfd.decision) is a node of its own."""
+        if module.count(".") < 2 or (REPO / Path(*module.split(".")) / "__init__.py").is_file():
+            return module
+        return module.rpartition(".")[0]
+
+    for node, known in ((str, KNOWN_CYCLES), (package, KNOWN_PACKAGE_CYCLES)):
+        graph: dict[str, set[str]] = {}
+        for imp in imports():
+            a, b = node(imp.importer), node(imp.target)
+            if a != b and b != "nfd":
+                graph.setdefault(a, set()).add(b)
+        cycles = {frozenset(c) for c in strongly_connected(graph) if len(c) > 1}
+        assert sorted(sorted(c) for c in cycles - known.keys()) == [], "new import cycles"
+        assert sorted(sorted(c) for c in known.keys() - cycles) == [], (
+            "listed cycles that are gone or changed"
+        )
 
 
 def test_the_nodes_processes_load_no_part_of_the_master() -> None:
@@ -224,6 +265,18 @@ def test_the_known_debt_is_still_owed() -> None:
     present = {(imp.importer, imp.target) for imp in imports()}
     assert sorted(set(KNOWN_DEBT) - present) == []
     assert all(not allowed(Import(a, b, "")) or private(Import(a, b, "")) for a, b in KNOWN_DEBT)
+
+
+def test_no_module_is_longer_than_the_house_allows() -> None:
+    # A module past LONGEST lines does several jobs: split it by job, into modules whose
+    # names say what they hold.
+    lengths = {str(p.relative_to(REPO)): len(p.read_text().splitlines()) for p in NFD.rglob("*.py")}
+    long = sorted(
+        f"{path}: {n} lines" for path, n in lengths.items() if n > LONGEST and path not in LONG_BY_NATURE
+    )
+    assert long == []
+    # An entry whose file is gone or got short again is stale.
+    assert sorted(p for p in LONG_BY_NATURE if lengths.get(p, 0) <= LONGEST) == []
 
 
 def chain(module: str, via: dict[str, str]) -> list[str]:

@@ -19,9 +19,9 @@ from nfd.devices.kinds import KindRegistry
 from nfd.devices.kinds.gpu import GpuKind
 from nfd.features import Features
 from nfd.hostroot import HostRoot
+from nfd.hw.nvml import NO_INSTANCE, XidEvent
+from nfd.hw.nvml_fake import FakeNvml, a100_mig, h100x8
 from nfd.settings import ConfigError
-from nfd.sources.nvml import NO_INSTANCE, XidEvent
-from nfd.sources.nvml_fake import FakeNvml, a100_mig, h100x8
 
 HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
 REPO = Path(__file__).resolve().parents[2]

@@ -16,8 +16,8 @@ from nfd.devices.kinds import KindRegistry
 from nfd.devices.kinds.gpu import GpuKind
 from nfd.features import Features
 from nfd.hostroot import HostRoot
-from nfd.sources.nvml import XidEvent
-from nfd.sources.nvml_fake import FakeNvml, h100x8
+from nfd.hw.nvml import XidEvent
+from nfd.hw.nvml_fake import FakeNvml, h100x8
 
 HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
 

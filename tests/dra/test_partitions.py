@@ -23,8 +23,8 @@ from nfd.dra.publisher import SlicePublisher
 from nfd.dra.slices import DraInventory, pool_slices
 from nfd.features import Features
 from nfd.hostroot import HostRoot
+from nfd.hw.nvml_fake import DGX_A100_BUSES, FakeNvml, a100_40gb
 from nfd.settings import ConfigError
-from nfd.sources.nvml_fake import DGX_A100_BUSES, FakeNvml, a100_40gb
 from tests.fakeapi import FakeApiServer
 from tests.fakeapi.resource_dra import pool_counter_problems
 

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from nfd.master.app import create_app
+from nfd.master.api.app import create_app
 from nfd.master.runtime import build_runtime
 from nfd.master.settings import MasterSettings
 

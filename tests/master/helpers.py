@@ -45,7 +45,7 @@ def serve(app: FastAPI) -> Iterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    from nfd.master.app import serving_app
+    from nfd.master.api.app import serving_app
 
     served = serving_app(app)  # as `nfd master` serves it
     server = uvicorn.Server(uvicorn.Config(served, log_config=None, access_log=False, lifespan="on"))

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from nfd.kube.errors import ApiError
-from nfd.master.app import create_app
+from nfd.master.api.app import create_app
 from nfd.master.auth import Authenticator
 from nfd.master.runtime import build_runtime
 

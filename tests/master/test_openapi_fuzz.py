@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nfd.master.app import create_app
+from nfd.master.api.app import create_app
 from nfd.master.runtime import build_runtime
 
 from .conftest import memory_settings

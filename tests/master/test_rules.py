@@ -87,7 +87,7 @@ def test_builtin_labels_are_what_discover_computes(fixtures):
     from nfd.config import WorkerConfig
     from nfd.features import Features
     from nfd.labels import node_labels
-    from nfd.master.app import create_app
+    from nfd.master.api.app import create_app
     from nfd.master.runtime import build_runtime
     from nfd.sources import default_registry
 

@@ -8,11 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from nfd.decision import Decision, Taint, decide
+from nfd.decision import Decision, decide
 from nfd.features import Features
 from nfd.policy import (
     DEFAULT_POLICY,
     Policy,
+    Taint,
     check_annotation,
     check_extended_resource,
     check_label,

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from nfd.decision import Taint, decide
+from nfd.decision import decide
 from nfd.features import Features
-from nfd.policy import Policy
+from nfd.policy import Policy, Taint
 from nfd.rules import evaluate, load_rulesets
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "rules"

@@ -18,7 +18,7 @@ from nfd.config import CpuConfig, CpuidConfig, SourcesConfig, WorkerConfig
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.labels import node_labels
-from nfd.sources import cpu as cpu_mod
+from nfd.sources import cpu_sysfs
 from nfd.sources import cpuid_x86 as cpuid_x86_mod
 from nfd.sources.cpu import CpuSource, normalize_arch
 from nfd.sources.cpu_hwcap import (
@@ -408,27 +408,27 @@ def test_pstate_passive_and_disagreeing_governors(tmp_path: Path) -> None:
         base + "cpufreq/policy1/affected_cpus": "1\n", base + "cpufreq/policy1/scaling_governor": "powersave\n",
         base + "cpufreq/policy2/affected_cpus": "\n", base + "cpufreq/policy2/scaling_governor": "schedutil\n",
     })  # fmt: skip
-    assert cpu_mod._pstate(h) == {"status": "active", "turbo": "false"}
+    assert cpu_sysfs.pstate(h) == {"status": "active", "turbo": "false"}
     (tmp_path / "sys" / base / "intel_pstate/status").write_text("passive\n")
-    assert cpu_mod._pstate(h) == {"status": "passive", "turbo": "false"}
+    assert cpu_sysfs.pstate(h) == {"status": "passive", "turbo": "false"}
     (tmp_path / "sys" / base / "intel_pstate/status").write_text("off\n")
-    assert cpu_mod._pstate(h) == {}
+    assert cpu_sysfs.pstate(h) == {}
 
 
 def test_cstate_rules(tmp_path: Path) -> None:
-    assert cpu_mod._cstate(HostRoot.under(tmp_path)) is None  # no sysfs: feature left out
+    assert cpu_sysfs.cstate(HostRoot.under(tmp_path)) is None  # no sysfs: feature left out
     h = _sys(tmp_path, {"devices/system/cpu/online": "0\n"})
-    assert cpu_mod._cstate(h) == {}  # no cpuidle
+    assert cpu_sysfs.cstate(h) == {}  # no cpuidle
     h = _sys(tmp_path, {"devices/system/cpu/cpuidle/current_driver": "intel_idle\n",
                         "module/intel_idle/parameters/max_cstate": "0\n"})  # fmt: skip
-    assert cpu_mod._cstate(h) == {"enabled": "false"}
+    assert cpu_sysfs.cstate(h) == {"enabled": "false"}
 
 
 def test_topology_gives_up_on_an_unreadable_cpu(tmp_path: Path) -> None:
     h = _sys(tmp_path, {"bus/cpu/devices/cpu0/topology/thread_siblings_list": "0\n",
                         "bus/cpu/devices/cpu0/topology/physical_package_id": "0\n",
                         "bus/cpu/devices/cpu1/topology/thread_siblings_list": "1\n"})  # fmt: skip
-    assert cpu_mod._topology(h) == {}
+    assert cpu_sysfs.topology(h) == {}
 
 
 # -- reading once, falling back --------------------------------------------------------------

@@ -14,14 +14,14 @@ import pytest
 from nfd.config import GpuConfig, SourcesConfig, WorkerConfig
 from nfd.features import Features
 from nfd.hostroot import HostRoot
+from nfd.hw.nvml import NvmlError, NvmlSnapshot, NvmlUnavailable
+from nfd.hw.nvml_fake import FakeNvml, a100_mig, h100x8, t4
+from nfd.hw.nvml_pynvml import PynvmlAdapter
 from nfd.labels import node_labels
 from nfd.settings import ConfigError, from_mapping
 from nfd.sources import default_registry
 from nfd.sources.gpu import GpuSource
 from nfd.sources.gpu_gfd import family, sanitise
-from nfd.sources.nvml import NvmlError, NvmlSnapshot, NvmlUnavailable
-from nfd.sources.nvml_fake import FakeNvml, a100_mig, h100x8, t4
-from nfd.sources.nvml_pynvml import PynvmlAdapter
 
 HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
 REPO = Path(__file__).resolve().parents[2]

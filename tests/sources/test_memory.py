@@ -12,7 +12,8 @@ import pytest
 from nfd.config import SourcesConfig
 from nfd.features import Features
 from nfd.hostroot import HostRoot
-from nfd.sources.memory import MemorySource, kib_quantity
+from nfd.hw.hugepages import kib_quantity
+from nfd.sources.memory import MemorySource
 
 SRC = MemorySource()
 

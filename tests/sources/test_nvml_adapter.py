@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import pynvml
 import pytest
 
-from nfd.sources.nvml import (
+from nfd.hw.nvml import (
     EVENT_DOUBLE_BIT_ECC,
     EVENT_SINGLE_BIT_ECC,
     EVENT_XID_CRITICAL,
@@ -23,7 +23,7 @@ from nfd.sources.nvml import (
     mig_profile,
     sysfs_pci_address,
 )
-from nfd.sources.nvml_pynvml import PynvmlAdapter
+from nfd.hw.nvml_pynvml import PynvmlAdapter
 
 MIB = 1024 * 1024
 

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from nfd.sources.accel_sysfs import _modalias_ids
+from nfd.hw.accel_pci import _modalias_ids
 from nfd.sources.kernel import parse_version
 from nfd.sources.system import parse_os_release
 

@@ -20,14 +20,14 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from nfd.devices.kinds import describe_fields, mapping, optional_hex_ids, optional_strings, pci_problem
+from nfd.devices.kinds.shared import describe_fields, mapping, optional_hex_ids, optional_strings, pci_problem
 from nfd.devices.model import DeviceNode, FoundDevice
 from nfd.features import Features
 from nfd.hostfiles import list_dir
 from nfd.hostroot import HostRoot
+from nfd.hw.accel_ids import FPGA_VENDORS, INTEL_FPGA_DEVICES, vendor_name
+from nfd.hw.accel_pci import pci_functions
 from nfd.settings import ConfigError
-from nfd.sources.accel_sysfs import pci_functions
-from nfd.sources.fpga import FPGA_VENDORS, INTEL_FPGA_DEVICES, vendor_name
 
 _KEYS = ("vendor", "device", "driver", "fme")
 VENDORS = ("intel", "xilinx", "silicom")

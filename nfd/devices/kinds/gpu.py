@@ -38,7 +38,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nfd.devices.kinds import describe_fields, pci_problem
 from nfd.devices.kinds.gpu_devices import (
     FIELDS,
     drm_devices,
@@ -48,12 +47,13 @@ from nfd.devices.kinds.gpu_devices import (
 )
 from nfd.devices.kinds.gpu_health import NvmlHealth
 from nfd.devices.kinds.gpu_selector import GpuSelector, parse_selector
+from nfd.devices.kinds.shared import describe_fields, pci_problem
 from nfd.devices.model import DeviceNode, FoundDevice, Gone, PrepareError
 from nfd.features import Features
 from nfd.hostroot import HostRoot
-from nfd.sources.accel_sysfs import numa_node, pci_functions
-from nfd.sources.gpu import GPU_CLASSES
-from nfd.sources.nvml import GpuInfo, Nvml, NvmlError, NvmlUnavailable, open_adapter
+from nfd.hw.accel_ids import GPU_CLASSES
+from nfd.hw.accel_pci import numa_node, pci_functions
+from nfd.hw.nvml import GpuInfo, Nvml, NvmlError, NvmlUnavailable, open_adapter
 
 log = logging.getLogger("nfd.deviceplugin")
 

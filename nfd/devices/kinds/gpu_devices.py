@@ -9,8 +9,8 @@ from typing import Any
 from nfd.devices.kinds.gpu_selector import GpuSelector
 from nfd.devices.model import DeviceNode, FoundDevice, Partition
 from nfd.hostroot import HostRoot
-from nfd.sources.gpu_drm import AMD, AMD_DRIVERS, INTEL, INTEL_DRIVERS, drm_cards
-from nfd.sources.nvml import GpuInfo, MigProfileInfo
+from nfd.hw.drm import AMD, AMD_DRIVERS, INTEL, INTEL_DRIVERS, drm_cards
+from nfd.hw.nvml import GpuInfo, MigProfileInfo
 
 FIELDS = frozenset(
     {

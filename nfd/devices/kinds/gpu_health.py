@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from nfd.devices.kinds.gpu_selector import GpuSelector
 from nfd.devices.model import FoundDevice
+from nfd.hw.nvml import NO_INSTANCE, Nvml, NvmlError, NvmlUnavailable, XidEvent
 from nfd.loopthread import LoopThread
-from nfd.sources.nvml import NO_INSTANCE, Nvml, NvmlError, NvmlUnavailable, XidEvent
 
 log = logging.getLogger("nfd.deviceplugin")
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from nfd.devices.kinds import mapping, optional_strings, string_list
+from nfd.devices.kinds.shared import mapping, optional_strings, string_list
 from nfd.settings import ConfigError
 
 _KEYS = ("vendor", "driver", "migProfile", "migPartitions", "recoverAfter", "checkInterval", "ignoreXids")

@@ -1,1 +1,1 @@
-"""HTTP routers of the master."""
+"""The master's HTTP API: its routers, and the FastAPI app that mounts them (``app.py``)."""

@@ -1,13 +1,13 @@
 """The real NVML adapter: :class:`PynvmlAdapter`, the only code in nfd that imports
 ``pynvml`` (PyPI ``nvidia-ml-py``), on first use. It answers the
-:class:`nfd.sources.nvml.Nvml` protocol with that module's records."""
+:class:`nfd.hw.nvml.Nvml` protocol with that module's records."""
 
 from __future__ import annotations
 
 import ctypes
 from typing import TYPE_CHECKING
 
-from nfd.sources.nvml import (
+from nfd.hw.nvml import (
     EVENT_DOUBLE_BIT_ECC,
     EVENT_SINGLE_BIT_ECC,
     EVENT_XID_CRITICAL,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nfd.hostfiles import link_name, list_dir, numa_node, read_line
-from nfd.sources.accel_sysfs import hex_id, presence_labels
+from nfd.hw.accel_pci import hex_id, presence_labels
 
 if TYPE_CHECKING:
     from nfd.features import Instance, Labels

@@ -1,6 +1,6 @@
 """A stand-in for NVML, for tests and for machines without a GPU.
 
-It answers the :class:`nfd.sources.nvml.Nvml` protocol from a snapshot given up front;
+It answers the :class:`nfd.hw.nvml.Nvml` protocol from a snapshot given up front;
 tests push XID events and mark GPUs broken or usable again to drive health checks.
 """
 
@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from nfd.sources.nvml import (
+from nfd.hw.nvml import (
     GpuInfo,
     MigDeviceInfo,
     MigPlacement,

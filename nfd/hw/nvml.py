@@ -2,8 +2,8 @@
 
 The GPU source and the GPU device kind need a handful of NVML calls. They go through the
 :class:`Nvml` protocol so that tests (and machines without a GPU) can use
-:class:`nfd.sources.nvml_fake.FakeNvml`; :func:`open_adapter` gives the real one,
-:class:`nfd.sources.nvml_pynvml.PynvmlAdapter`, importing it (and through it ``pynvml``)
+:class:`nfd.hw.nvml_fake.FakeNvml`; :func:`open_adapter` gives the real one,
+:class:`nfd.hw.nvml_pynvml.PynvmlAdapter`, importing it (and through it ``pynvml``)
 only when NVML is needed, so importing this module costs nothing.
 
 Everything an adapter returns is plain data (frozen records), read in one go, so the
@@ -177,7 +177,7 @@ def open_adapter(factory: Callable[[], Nvml] | None) -> Nvml:
     """The adapter ``factory`` makes (tests hand in a fake), else the real one (pynvml)."""
     if factory is not None:
         return factory()
-    from nfd.sources.nvml_pynvml import PynvmlAdapter
+    from nfd.hw.nvml_pynvml import PynvmlAdapter
 
     return PynvmlAdapter()
 
