@@ -679,6 +679,11 @@ class _Handler(BaseHTTPRequestHandler):
                 if kind:
                     self._chunk(b'{"type":"' + kind.encode() + b'","object":' + ev.new.raw + b"}\n")
             remaining = deadline - time.monotonic()
+            if fake.faults.down_mode() == "reset":
+                # A server that is gone ends its streams unfinished, never with the
+                # last chunk: the client sees a broken watch, not a finished one.
+                self._drop_connection()
+                return
             if remaining <= 0 or fake.faults.down_mode() is not None:
                 break
             if not store.wait_beyond(last, min(remaining, 0.5)) and self._client_gone():

@@ -4,7 +4,6 @@ one GET, a broken watch is listed and watched again."""
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 
 import pytest
@@ -72,7 +71,13 @@ def test_broken_watch_is_listed_and_watched_again(
     _updater, _writer, watch, _ = start(fake_api, host, kubelet, kubelet_config)
     try:
         fake_api.faults.down(mode="reset")
-        time.sleep(0.5)
+        # Down until the broken watch has tried the server again (its request dropped
+        # unanswered), however late a loaded machine runs the watch's thread.
+        fake_api.wait_for(
+            lambda: any(r.status == 0 and r.path == "/api/v1/pods" for r in fake_api.log.records()),
+            timeout=20,
+            what="the broken watch trying again",
+        )
         fake_api.faults.up()
         fake_api.objects.delete("pods", "db", namespace="prod")
         fake_api.wait_for(
