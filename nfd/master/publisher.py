@@ -221,10 +221,13 @@ class KubePublisher:
 
     async def resync(self) -> None:
         """One paginated LIST: queue the nodes that drifted, and forget those missing
-        from it whose workers have been silent since it began (deleted, scaled away)."""
+        from it whose workers have been silent for a whole resync period before it began
+        (deleted, scaled away). A worker that came just before its Node registered is
+        not forgotten by the LIST that happens to run in between."""
         listed, started = await self.nodes.resync()
+        silent_since = started - self.settings.resync_period_s
         for rec in self.store:
-            if rec.name not in listed and rec.last_seen < started and rec.name not in self.queue.busy:
+            if rec.name not in listed and rec.last_seen < silent_since and rec.name not in self.queue.busy:
                 self.queue.forget(rec.name)
                 if self.on_gone is not None:
                     self.on_gone(rec.name)
