@@ -10,8 +10,10 @@ sure of it whatever imported first.
 
 from __future__ import annotations
 
+import logging
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,3 +51,15 @@ __all__ = ["core_v1", "fake_api", "fake_api_client", "fake_transport", "fixtures
 @pytest.fixture
 def fixtures() -> Path:
     return FIXTURES
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_restored() -> Iterator[None]:
+    """A command run in-process (``main(argv)``) puts its own handler on the root logger,
+    writing to the stderr of that moment (a test's capture). Put back what was there,
+    so that a later test's threads never write to a capture that is closed."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
