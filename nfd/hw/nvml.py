@@ -2,9 +2,9 @@
 
 The GPU source and the GPU device kind need a handful of NVML calls. They go through the
 :class:`Nvml` protocol so that tests (and machines without a GPU) can use
-:class:`nfd.hw.nvml_fake.FakeNvml`; :func:`open_adapter` gives the real one,
-:class:`nfd.hw.nvml_pynvml.PynvmlAdapter`, importing it (and through it ``pynvml``)
-only when NVML is needed, so importing this module costs nothing.
+:class:`nfd.hw.nvml_fake.FakeNvml`; :func:`nfd.hw.nvml_pynvml.open_adapter` gives the
+real one, :class:`nfd.hw.nvml_pynvml.PynvmlAdapter`, which imports ``pynvml`` only when
+NVML is first needed.
 
 Everything an adapter returns is plain data (frozen records), read in one go, so the
 callers never hold NVML handles.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Iterable
     from typing import Protocol
 else:
     Protocol = object  # only the type checker needs the protocol to be one
@@ -171,15 +171,6 @@ class Nvml(Protocol):
         """Destroy the GPU instance of this profile at this placement with its compute
         instances; False when there was none."""
         ...
-
-
-def open_adapter(factory: Callable[[], Nvml] | None) -> Nvml:
-    """The adapter ``factory`` makes (tests hand in a fake), else the real one (pynvml)."""
-    if factory is not None:
-        return factory()
-    from nfd.hw.nvml_pynvml import PynvmlAdapter
-
-    return PynvmlAdapter()
 
 
 # -- pure helpers -----------------------------------------------------------------------

@@ -16,6 +16,7 @@ from nfd.hw.nvml import (
     MigDeviceInfo,
     MigPlacement,
     MigProfileInfo,
+    Nvml,
     NvmlError,
     NvmlSnapshot,
     NvmlUnavailable,
@@ -24,7 +25,7 @@ from nfd.hw.nvml import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
     from typing import Any
 
 # NVML error codes we act on (nvml.h; stable across releases).
@@ -379,3 +380,8 @@ def _optional(nv: Any, call: Any) -> Any:
         if _code(e) in (_ERR_NOT_SUPPORTED, _ERR_FUNCTION_NOT_FOUND, _ERR_INVALID_ARGUMENT):
             return None
         raise
+
+
+def open_adapter(factory: Callable[[], Nvml] | None) -> Nvml:
+    """The adapter ``factory`` makes (tests hand in a fake), else the real one (pynvml)."""
+    return factory() if factory is not None else PynvmlAdapter()

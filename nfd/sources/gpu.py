@@ -88,7 +88,8 @@ class GpuSource:
         # discovery fast on the many nodes without one.
         if not config.nvml or not expected:
             return None, ""
-        from nfd.hw.nvml import NvmlError, NvmlUnavailable, open_adapter
+        from nfd.hw.nvml import NvmlError, NvmlUnavailable
+        from nfd.hw.nvml_pynvml import open_adapter
 
         adapter = open_adapter(self.nvml)
         try:

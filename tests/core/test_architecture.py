@@ -29,12 +29,7 @@ KNOWN_DEBT: dict[tuple[str, str], str] = {}
 # Import cycles between modules (within a room: the rooms have none), each the exact set
 # of modules of one cycle with why it is still there. Paying one off means deleting its
 # entry: a cycle that is gone, or that grew, fails the test.
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"nfd.hw.nvml", "nfd.hw.nvml_pynvml"}): (
-        "open_adapter() imports the real adapter only when NVML is needed, so that importing "
-        "nvml costs nothing; the adapter speaks nvml's protocol and records"
-    ),
-}
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
 
 # Cycles between a package and a package inside it, each with why.
 KNOWN_PACKAGE_CYCLES: dict[frozenset[str], str] = {

@@ -53,7 +53,8 @@ from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.hw.accel_ids import GPU_CLASSES
 from nfd.hw.accel_pci import numa_node, pci_functions
-from nfd.hw.nvml import GpuInfo, Nvml, NvmlError, NvmlUnavailable, open_adapter
+from nfd.hw.nvml import GpuInfo, Nvml, NvmlError, NvmlUnavailable
+from nfd.hw.nvml_pynvml import open_adapter
 
 log = logging.getLogger("nfd.deviceplugin")
 
