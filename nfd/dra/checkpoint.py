@@ -1,12 +1,18 @@
 """Prepared claims on disk, so that a restarted plugin still knows what it prepared.
 
-One JSON file with a checksum over its claims. A file that cannot be trusted (not JSON,
-wrong shape, checksum off) raises :class:`CheckpointError` with a one-line reason; the
-driver then rebuilds the claims from the CDI specs it wrote for them.
+One small JSON file per prepared claim, ``<claims dir>/<claim UID>.json``, with a
+checksum over its claim: a prepare creates one new file (a temporary file renamed to a
+new name, never over a big one) and an unprepare removes it, so neither costs more with
+more claims prepared. A file that cannot be trusted (not JSON, wrong shape, checksum off)
+raises :class:`CheckpointError` with a one-line reason; the driver then rebuilds the
+claim from the CDI spec it wrote for it.
 
-During a rolling update two plugin instances share the file: each change is a
-read-modify-write under :func:`locked` (an flock on a file beside it), and a save replaces
-the file whole, so a reader without the lock sees the old claims or the new ones.
+The previous version kept every claim in one file of the same format (``checkpoint.json``);
+the driver reads such a file once, writes its claims to the directory and removes it.
+
+During a rolling update two plugin instances share the directory: each change is made
+under :func:`locked` (an flock on a file beside the old single file, which the previous
+version takes too), and an instance sees the other's changes in the directory's listing.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any
 from nfd.devices.cdi import with_suppressed_unlink, write_atomic
 
 VERSION = 1
+SUFFIX = ".json"
 
 
 class CheckpointError(Exception):
@@ -128,7 +135,8 @@ def parse(path: Path, text: bytes | None) -> dict[str, PreparedClaim]:
 
 
 def save(path: Path, claims: dict[str, PreparedClaim]) -> bytes:
-    """Replace the checkpoint; returns the bytes written."""
+    """Write a checkpoint file of ``claims`` (one, for a claim's file); returns the bytes
+    written."""
     # Equal to _canonical() of the whole mapping, which parse() checks against.
     body = "{" + ",".join(f"{json.dumps(uid)}:{c.canonical}" for uid, c in sorted(claims.items())) + "}"
     text = f'{{"version":{VERSION},"checksum":"{_checksum(body)}","claims":{body}}}\n'
@@ -137,6 +145,37 @@ def save(path: Path, claims: dict[str, PreparedClaim]) -> bytes:
     # claim the file has but whose CDI spec is gone is prepared again.
     write_atomic(path, text, flush=False)
     return text.encode()
+
+
+def claim_file(directory: Path, uid: str) -> Path:
+    """The file of the claim ``uid``; a UID that cannot name a file is refused."""
+    if not uid or uid.startswith(".") or "/" in uid or "\0" in uid:
+        raise CheckpointError(f"claim UID {uid!r} cannot name a checkpoint file")
+    return directory / f"{uid}{SUFFIX}"
+
+
+def listing(directory: Path) -> frozenset[str]:
+    """The UIDs of the claims with a file in ``directory`` (none when it is not there
+    yet); temporary and set-aside files are not claims."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return frozenset()
+    except OSError as e:
+        raise CheckpointError(f"checkpoint {directory}: cannot read: {e.strerror or e}") from None
+    return frozenset(n[: -len(SUFFIX)] for n in names if n.endswith(SUFFIX) and not n.startswith("."))
+
+
+def parse_claim(path: Path, uid: str, text: bytes | None) -> PreparedClaim | None:
+    """The claim ``uid`` from the bytes :func:`read` returned for its file ``path``; None
+    when the file is gone. Raises :class:`CheckpointError` when the file cannot be
+    trusted or names another claim."""
+    claims = parse(path, text)
+    if not claims:
+        return None
+    if set(claims) != {uid}:
+        raise CheckpointError(f"checkpoint {path}: holds claim(s) {', '.join(sorted(claims))}, not {uid}")
+    return claims[uid]
 
 
 @contextmanager

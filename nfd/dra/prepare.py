@@ -70,50 +70,94 @@ class Preparer:
         self.cdi_kind = f"{driver}/{CDI_CLASS}"
         self._lock = threading.Lock()
         self._closed = False  # stopping: no more writes (see close)
-        # The claims as the checkpoint has them, and its bytes as last read or written:
-        # another instance sharing it (a rolling update's) may have saved since.
+        # One file per prepared claim in claims_dir; checkpoint_path is the previous
+        # version's single file, migrated when found, and names the lock both take.
+        self.claims_dir = self.checkpoint_path.with_name("claims")
+        # The claims as their files have them, and the directory's listing as last read or
+        # changed here: another instance sharing it (a rolling update's) may have changed it.
         self.claims: dict[str, PreparedClaim] = {}
-        self._seen: bytes | None = None
-        self._loaded = False  # read once (a read error before that: recover)
-        self._ahead = False  # the claims in memory are not the file's (a save failed)
+        self._seen: frozenset[str] = frozenset()
         with self._lock, checkpoint.locked(self.checkpoint_path):
-            self._sync()
+            try:
+                self._sync()
+            except ClaimError as e:  # the first call tries again
+                log.error("%s", e)
 
     # -- the checkpoint ----------------------------------------------------------------
     def _sync(self) -> None:
-        """Take in what another instance saved; the caller holds both locks."""
+        """Take in what another instance changed; the caller holds both locks."""
+        self._migrate()
+        try:
+            names = checkpoint.listing(self.claims_dir)
+        except CheckpointError as e:  # not a file's fault: this call fails, kubelet retries
+            raise ClaimError(str(e)) from None
+        if names == self._seen:
+            return
+        for uid in self._seen - names:
+            self.claims.pop(uid, None)
+        for uid in names - self._seen:
+            path = checkpoint.claim_file(self.claims_dir, uid)
+            try:
+                text = checkpoint.read(path)
+            except CheckpointError as e:
+                raise ClaimError(str(e)) from None
+            try:
+                claim = checkpoint.parse_claim(path, uid, text)
+            except CheckpointError as e:
+                claim = self._recover(uid, path, e)
+            if claim is None:
+                self.claims.pop(uid, None)
+            else:
+                self.claims[uid] = claim
+        self._seen = names - {uid for uid in names if uid not in self.claims}
+
+    def _recover(self, uid: str, path: Path, e: CheckpointError) -> PreparedClaim | None:
+        """A claim's file that cannot be trusted: set aside, the claim taken from its CDI
+        spec when that is there."""
+        aside = checkpoint.move_aside(path)
+        claim = self._from_cdi_specs().get(uid)
+        if claim is None:
+            log.error("%s; moved to %s, and the claim has no CDI spec: not prepared", e, aside)
+            return None
+        log.error("%s; moved to %s, the claim recovered from its CDI spec", e, aside)
+        self._save_claim(uid, claim)
+        return claim
+
+    def _migrate(self) -> None:
+        """Move the claims of the previous version's single file to their own files,
+        and remove it. A previous version's instance beside this one during an upgrade
+        may write it again: looked for at every call (one failed open when it is gone)."""
         try:
             text = checkpoint.read(self.checkpoint_path)
         except CheckpointError as e:
-            if self._loaded:  # not the file's fault: this call fails, kubelet retries
-                raise ClaimError(str(e)) from None
-            self._recover(e)
-            return
-        if self._loaded and not self._ahead and text == self._seen:
+            raise ClaimError(str(e)) from None
+        if text is None:
             return
         try:
-            self.claims = checkpoint.parse(self.checkpoint_path, text)
+            old = checkpoint.parse(self.checkpoint_path, text)
         except CheckpointError as e:
-            self._recover(e)
-            return
-        self._seen, self._loaded, self._ahead = text, True, False
-
-    def _recover(self, e: CheckpointError) -> None:
-        aside = checkpoint.move_aside(self.checkpoint_path)
-        self.claims = self._from_cdi_specs()
-        log.error(
-            "%s; moved to %s, %d prepared claim(s) recovered from their CDI specs", e, aside, len(self.claims)
-        )
-        self._save()
-        self._loaded = True
-
-    def _save(self) -> None:
+            aside = checkpoint.move_aside(self.checkpoint_path)
+            old = self._from_cdi_specs()
+            log.error(
+                "%s; moved to %s, %d prepared claim(s) recovered from their CDI specs", e, aside, len(old)
+            )
         try:
-            self._seen = checkpoint.save(self.checkpoint_path, self.claims)
-        except OSError:
-            self._ahead = True  # read the file again at the next call
-            raise
-        self._ahead = False
+            for uid, claim in old.items():
+                self._save_claim(uid, claim)
+        except (OSError, CheckpointError) as e:
+            raise ClaimError(
+                f"cannot migrate checkpoint {self.checkpoint_path} to {self.claims_dir}: {e}"
+            ) from None
+        self.checkpoint_path.unlink(missing_ok=True)
+        log.info(
+            "checkpoint %s: %d prepared claim(s) moved to %s", self.checkpoint_path, len(old), self.claims_dir
+        )
+
+    def _save_claim(self, uid: str, claim: PreparedClaim) -> None:
+        """Write the claim's file (raises OSError); it is in memory from now on."""
+        checkpoint.save(checkpoint.claim_file(self.claims_dir, uid), {uid: claim})
+        self.claims[uid] = claim
+        self._seen |= {uid}
 
     def _from_cdi_specs(self) -> dict[str, PreparedClaim]:
         """The claims whose CDI specs we wrote: each spec names its claim and devices."""
@@ -163,6 +207,7 @@ class Preparer:
 
     # -- the calls ----------------------------------------------------------------------
     def prepare(self, namespace: str, uid: str, name: str) -> tuple[PreparedDevice, ...]:
+        file = self._claim_file(namespace, name, uid)
         with self._lock, checkpoint.locked(self.checkpoint_path):
             self._sync()
             done = self._prepared(uid)
@@ -199,16 +244,12 @@ class Preparer:
             except ClaimError:
                 self._unmake([n for n, _d in found])
                 raise
-            self.claims[uid] = prepared
             try:
-                self._save()
+                self._save_claim(uid, prepared)
             except OSError as e:  # not remembered, so not prepared: undo, kubelet retries
-                del self.claims[uid]
                 self._spec_path(uid).unlink(missing_ok=True)
                 self._unmake([n for n, _d in found])
-                raise ClaimError(
-                    f"{where}: cannot save checkpoint {self.checkpoint_path}: {e.strerror or e}"
-                ) from None
+                raise ClaimError(f"{where}: cannot save checkpoint {file}: {e.strerror or e}") from None
         log.info("%s: prepared %s", where, ", ".join(by_device))
         # The claim as read above: the status write patches it without reading it again
         # (its resourceVersion test catches a change in between).
@@ -349,7 +390,14 @@ class Preparer:
             ) from None
         return prepared
 
+    def _claim_file(self, namespace: str, name: str, uid: str) -> Path:
+        try:
+            return checkpoint.claim_file(self.claims_dir, uid)
+        except CheckpointError as e:
+            raise ClaimError(f"claim {namespace}/{name}: {e}") from None
+
     def unprepare(self, namespace: str, uid: str, name: str) -> None:
+        file = self._claim_file(namespace, name, uid)
         with self._lock, checkpoint.locked(self.checkpoint_path):
             self._check_open(f"claim {namespace}/{name}")
             self._sync()
@@ -364,14 +412,16 @@ class Preparer:
                 raise ClaimError(
                     f"claim {namespace}/{name}: cannot remove its CDI spec: {e.strerror or e}"
                 ) from None
-            gone = self.claims.pop(uid, None)
+            gone = self.claims.get(uid)
             if gone is not None:
                 try:
-                    self._save()
+                    file.unlink(missing_ok=True)
                 except OSError as e:
                     raise ClaimError(
-                        f"claim {namespace}/{name}: cannot save checkpoint {self.checkpoint_path}: {e.strerror or e}"
+                        f"claim {namespace}/{name}: cannot remove checkpoint {file}: {e.strerror or e}"
                     ) from None
+                del self.claims[uid]
+                self._seen -= {uid}
                 log.info("claim %s/%s: unprepared", namespace, name)
         if gone is not None:
             self._later(lambda: self._clear_status(namespace, name, uid))
