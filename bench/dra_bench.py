@@ -264,7 +264,8 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
             claims.append(("default", c["metadata"]["uid"], f"c{i}"))
         ref_sock = str(tmp / "ref.sock")
         ref = reference_server(ref_sock)
-        ref_stub = dra_grpc.DRAPluginStub(grpc.insecure_channel("unix:" + ref_sock))
+        ref_channel = grpc.insecure_channel("unix:" + ref_sock)
+        ref_stub = dra_grpc.DRAPluginStub(ref_channel)
         for _ in range(50):  # warm both channels
             ref_stub.NodePrepareResources(
                 dra_pb.NodePrepareResourcesRequest(claims=[dra_pb.Claim(namespace="d", uid="w", name="w")])
@@ -278,12 +279,12 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
                 resp = kubelet.prepare(DRIVER, c)
                 nfd_t.append(time.perf_counter() - t)
                 assert resp.claims[c[1]].error == "", resp.claims[c[1]].error
-            req = dra_pb.NodePrepareResourcesRequest(
-                claims=[dra_pb.Claim(namespace="default", uid="u", name="n")]
-            )
-            for _ in range(args.block):
-                t = time.perf_counter()
-                ref_stub.NodePrepareResources(req)
+            for ns, uid, name in claims[start : start + args.block]:
+                t = time.perf_counter()  # the request made as the kubelet stand-in makes it
+                req = dra_pb.NodePrepareResourcesRequest(
+                    claims=[dra_pb.Claim(namespace=ns, uid=uid, name=name)]
+                )
+                dra_grpc.DRAPluginStub(ref_channel).NodePrepareResources(req, timeout=45)
                 ref_t.append(time.perf_counter() - t)
         for label, xs in (("nfd", nfd_t), ("do-nothing grpcio", ref_t)):
             print(

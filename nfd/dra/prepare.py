@@ -208,8 +208,10 @@ class Preparer:
     # -- the calls ----------------------------------------------------------------------
     def prepare(self, namespace: str, uid: str, name: str) -> tuple[PreparedDevice, ...]:
         file = self._claim_file(namespace, name, uid)
-        with self._lock, checkpoint.locked(self.checkpoint_path):
-            self._sync()
+        # Answered from memory, without the flock: a claim the other instance of a rolling
+        # update prepared is found in the locked section below (after one claim read), and
+        # one it unprepared has lost its CDI spec.
+        with self._lock:
             done = self._prepared(uid)
         if done is not None:
             if uid in self.status_pending:

@@ -147,8 +147,8 @@ def test_an_upgrade_from_the_single_file_checkpoint_keeps_every_prepared_claim(
     assert {uid: second.preparer.prepare(ns, uid, name) for ns, uid, name in claims} == answers
 
     # A previous version's instance beside this one writes its file again: taken in at
-    # the next call.
-    ns, uid, name = claims[0]
+    # the next call that looks at the checkpoint.
+    uid = claims[0][1]
     checkpoint.save(single, {uid: old[uid]})
-    second.preparer.prepare(*claims[1])
-    assert not single.exists() and checkpoint.listing(claims_dir) == set(old)
+    second.preparer.unprepare(*claims[1])
+    assert not single.exists() and checkpoint.listing(claims_dir) == {uid}
