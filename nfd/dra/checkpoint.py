@@ -20,8 +20,9 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -29,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from nfd.devices.cdi import with_suppressed_unlink, write_atomic
+
+log = logging.getLogger("nfd.dra")
 
 VERSION = 1
 SUFFIX = ".json"
@@ -200,3 +203,89 @@ def move_aside(path: Path) -> Path:
     except OSError:
         with_suppressed_unlink(str(path))
     return aside
+
+
+class ClaimFiles:
+    """The prepared claims in ``directory`` as this instance last looked, kept up with
+    another instance's changes by the directory's listing (names are claim UIDs; cheap
+    to read again). ``single`` is the previous version's file, moved here when found;
+    ``from_specs`` gives the claims as their CDI specs name them, for files that cannot
+    be trusted. The caller holds :func:`locked`."""
+
+    def __init__(
+        self, directory: Path, single: Path, from_specs: Callable[[], dict[str, PreparedClaim]]
+    ) -> None:
+        self.directory = directory
+        self.single = single
+        self._from_specs = from_specs
+        self.claims: dict[str, PreparedClaim] = {}
+        self._seen: frozenset[str] = frozenset()  # the listing as last read or changed here
+
+    def sync(self) -> None:
+        """Take in another instance's changes; raises CheckpointError when the directory
+        or a file cannot be read or written (nobody's fault: the call fails and is retried)."""
+        try:
+            self._migrate()
+            names = listing(self.directory)
+            if names == self._seen:
+                return
+            for uid in self._seen - names:
+                self.claims.pop(uid, None)
+            for uid in names - self._seen:
+                path = claim_file(self.directory, uid)
+                text = read(path)
+                try:
+                    claim = parse_claim(path, uid, text)
+                except CheckpointError as e:
+                    claim = self._recover(uid, path, e)
+                if claim is None:
+                    self.claims.pop(uid, None)
+                else:
+                    self.claims[uid] = claim
+            self._seen = names - {uid for uid in names if uid not in self.claims}
+        except OSError as e:
+            raise CheckpointError(f"checkpoint {self.directory}: {e.strerror or e}") from None
+
+    def save(self, uid: str, claim: PreparedClaim) -> None:
+        """Write the claim's file (raises OSError); it is in memory from now on."""
+        save(claim_file(self.directory, uid), {uid: claim})
+        self.claims[uid] = claim
+        self._seen |= {uid}
+
+    def remove(self, uid: str) -> None:
+        """Remove the claim's file (raises OSError), and forget it."""
+        claim_file(self.directory, uid).unlink(missing_ok=True)
+        self.claims.pop(uid, None)
+        self._seen -= {uid}
+
+    def _recover(self, uid: str, path: Path, e: CheckpointError) -> PreparedClaim | None:
+        """A claim's file that cannot be trusted: set aside, the claim taken from its CDI
+        spec when that is there."""
+        aside = move_aside(path)
+        claim = self._from_specs().get(uid)
+        if claim is None:
+            log.error("%s; moved to %s, and the claim has no CDI spec: not prepared", e, aside)
+            return None
+        log.error("%s; moved to %s, the claim recovered from its CDI spec", e, aside)
+        self.save(uid, claim)
+        return claim
+
+    def _migrate(self) -> None:
+        """Move the claims of the previous version's single file to their own files and
+        remove it. A previous version's instance beside this one during an upgrade may
+        write it again: looked for at every look (one failed open when it is gone)."""
+        text = read(self.single)
+        if text is None:
+            return
+        try:
+            old = parse(self.single, text)
+        except CheckpointError as e:
+            aside = move_aside(self.single)
+            old = self._from_specs()
+            log.error(
+                "%s; moved to %s, %d prepared claim(s) recovered from their CDI specs", e, aside, len(old)
+            )
+        for uid, claim in old.items():
+            self.save(uid, claim)
+        self.single.unlink(missing_ok=True)
+        log.info("checkpoint %s: %d prepared claim(s) moved to %s", self.single, len(old), self.directory)

@@ -73,91 +73,24 @@ class Preparer:
         # One file per prepared claim in claims_dir; checkpoint_path is the previous
         # version's single file, migrated when found, and names the lock both take.
         self.claims_dir = self.checkpoint_path.with_name("claims")
-        # The claims as their files have them, and the directory's listing as last read or
-        # changed here: another instance sharing it (a rolling update's) may have changed it.
-        self.claims: dict[str, PreparedClaim] = {}
-        self._seen: frozenset[str] = frozenset()
+        self.files = checkpoint.ClaimFiles(self.claims_dir, self.checkpoint_path, self._from_cdi_specs)
         with self._lock, checkpoint.locked(self.checkpoint_path):
             try:
                 self._sync()
             except ClaimError as e:  # the first call tries again
                 log.error("%s", e)
 
-    # -- the checkpoint ----------------------------------------------------------------
+    @property
+    def claims(self) -> dict[str, PreparedClaim]:
+        """The prepared claims by UID, as the checkpoint had them at the last look."""
+        return self.files.claims
+
     def _sync(self) -> None:
         """Take in what another instance changed; the caller holds both locks."""
-        self._migrate()
         try:
-            names = checkpoint.listing(self.claims_dir)
+            self.files.sync()
         except CheckpointError as e:  # not a file's fault: this call fails, kubelet retries
             raise ClaimError(str(e)) from None
-        if names == self._seen:
-            return
-        for uid in self._seen - names:
-            self.claims.pop(uid, None)
-        for uid in names - self._seen:
-            path = checkpoint.claim_file(self.claims_dir, uid)
-            try:
-                text = checkpoint.read(path)
-            except CheckpointError as e:
-                raise ClaimError(str(e)) from None
-            try:
-                claim = checkpoint.parse_claim(path, uid, text)
-            except CheckpointError as e:
-                claim = self._recover(uid, path, e)
-            if claim is None:
-                self.claims.pop(uid, None)
-            else:
-                self.claims[uid] = claim
-        self._seen = names - {uid for uid in names if uid not in self.claims}
-
-    def _recover(self, uid: str, path: Path, e: CheckpointError) -> PreparedClaim | None:
-        """A claim's file that cannot be trusted: set aside, the claim taken from its CDI
-        spec when that is there."""
-        aside = checkpoint.move_aside(path)
-        claim = self._from_cdi_specs().get(uid)
-        if claim is None:
-            log.error("%s; moved to %s, and the claim has no CDI spec: not prepared", e, aside)
-            return None
-        log.error("%s; moved to %s, the claim recovered from its CDI spec", e, aside)
-        self._save_claim(uid, claim)
-        return claim
-
-    def _migrate(self) -> None:
-        """Move the claims of the previous version's single file to their own files,
-        and remove it. A previous version's instance beside this one during an upgrade
-        may write it again: looked for at every call (one failed open when it is gone)."""
-        try:
-            text = checkpoint.read(self.checkpoint_path)
-        except CheckpointError as e:
-            raise ClaimError(str(e)) from None
-        if text is None:
-            return
-        try:
-            old = checkpoint.parse(self.checkpoint_path, text)
-        except CheckpointError as e:
-            aside = checkpoint.move_aside(self.checkpoint_path)
-            old = self._from_cdi_specs()
-            log.error(
-                "%s; moved to %s, %d prepared claim(s) recovered from their CDI specs", e, aside, len(old)
-            )
-        try:
-            for uid, claim in old.items():
-                self._save_claim(uid, claim)
-        except (OSError, CheckpointError) as e:
-            raise ClaimError(
-                f"cannot migrate checkpoint {self.checkpoint_path} to {self.claims_dir}: {e}"
-            ) from None
-        self.checkpoint_path.unlink(missing_ok=True)
-        log.info(
-            "checkpoint %s: %d prepared claim(s) moved to %s", self.checkpoint_path, len(old), self.claims_dir
-        )
-
-    def _save_claim(self, uid: str, claim: PreparedClaim) -> None:
-        """Write the claim's file (raises OSError); it is in memory from now on."""
-        checkpoint.save(checkpoint.claim_file(self.claims_dir, uid), {uid: claim})
-        self.claims[uid] = claim
-        self._seen |= {uid}
 
     def _from_cdi_specs(self) -> dict[str, PreparedClaim]:
         """The claims whose CDI specs we wrote: each spec names its claim and devices."""
@@ -247,7 +180,7 @@ class Preparer:
                 self._unmake([n for n, _d in found])
                 raise
             try:
-                self._save_claim(uid, prepared)
+                self.files.save(uid, prepared)
             except OSError as e:  # not remembered, so not prepared: undo, kubelet retries
                 self._spec_path(uid).unlink(missing_ok=True)
                 self._unmake([n for n, _d in found])
@@ -417,13 +350,11 @@ class Preparer:
             gone = self.claims.get(uid)
             if gone is not None:
                 try:
-                    file.unlink(missing_ok=True)
+                    self.files.remove(uid)
                 except OSError as e:
                     raise ClaimError(
                         f"claim {namespace}/{name}: cannot remove checkpoint {file}: {e.strerror or e}"
                     ) from None
-                del self.claims[uid]
-                self._seen -= {uid}
                 log.info("claim %s/%s: unprepared", namespace, name)
         if gone is not None:
             self._later(lambda: self._clear_status(namespace, name, uid))
