@@ -1,12 +1,18 @@
 """Prepared claims on disk, so that a restarted plugin still knows what it prepared.
 
-One JSON file with a checksum over its claims. A file that cannot be trusted (not JSON,
-wrong shape, checksum off) raises :class:`CheckpointError` with a one-line reason; the
-driver then rebuilds the claims from the CDI specs it wrote for them.
+One small JSON file per prepared claim, ``<claims dir>/<claim UID>.json``, with a
+checksum over its claim: a prepare creates one new file (a temporary file renamed to a
+new name, never over a big one) and an unprepare removes it, so neither costs more with
+more claims prepared. A file that cannot be trusted (not JSON, wrong shape, checksum off)
+raises :class:`CheckpointError` with a one-line reason; the driver then rebuilds the
+claim from the CDI spec it wrote for it.
 
-During a rolling update two plugin instances share the file: each change is a
-read-modify-write under :func:`locked` (an flock on a file beside it), and a save replaces
-the file whole, so a reader without the lock sees the old claims or the new ones.
+The previous version kept every claim in one file of the same format (``checkpoint.json``);
+the driver reads such a file once, writes its claims to the directory and removes it.
+
+During a rolling update two plugin instances share the directory: each change is made
+under :func:`locked` (an flock on a file beside the old single file, which the previous
+version takes too), and an instance sees the other's changes in the directory's listing.
 """
 
 from __future__ import annotations
@@ -14,8 +20,9 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -24,7 +31,10 @@ from typing import Any
 
 from nfd.devices.cdi import with_suppressed_unlink, write_atomic
 
+log = logging.getLogger("nfd.dra")
+
 VERSION = 1
+SUFFIX = ".json"
 
 
 class CheckpointError(Exception):
@@ -128,7 +138,8 @@ def parse(path: Path, text: bytes | None) -> dict[str, PreparedClaim]:
 
 
 def save(path: Path, claims: dict[str, PreparedClaim]) -> bytes:
-    """Replace the checkpoint; returns the bytes written."""
+    """Write a checkpoint file of ``claims`` (one, for a claim's file); returns the bytes
+    written."""
     # Equal to _canonical() of the whole mapping, which parse() checks against.
     body = "{" + ",".join(f"{json.dumps(uid)}:{c.canonical}" for uid, c in sorted(claims.items())) + "}"
     text = f'{{"version":{VERSION},"checksum":"{_checksum(body)}","claims":{body}}}\n'
@@ -137,6 +148,37 @@ def save(path: Path, claims: dict[str, PreparedClaim]) -> bytes:
     # claim the file has but whose CDI spec is gone is prepared again.
     write_atomic(path, text, flush=False)
     return text.encode()
+
+
+def claim_file(directory: Path, uid: str) -> Path:
+    """The file of the claim ``uid``; a UID that cannot name a file is refused."""
+    if not uid or uid.startswith(".") or "/" in uid or "\0" in uid:
+        raise CheckpointError(f"claim UID {uid!r} cannot name a checkpoint file")
+    return directory / f"{uid}{SUFFIX}"
+
+
+def listing(directory: Path) -> frozenset[str]:
+    """The UIDs of the claims with a file in ``directory`` (none when it is not there
+    yet); temporary and set-aside files are not claims."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return frozenset()
+    except OSError as e:
+        raise CheckpointError(f"checkpoint {directory}: cannot read: {e.strerror or e}") from None
+    return frozenset(n[: -len(SUFFIX)] for n in names if n.endswith(SUFFIX) and not n.startswith("."))
+
+
+def parse_claim(path: Path, uid: str, text: bytes | None) -> PreparedClaim | None:
+    """The claim ``uid`` from the bytes :func:`read` returned for its file ``path``; None
+    when the file is gone. Raises :class:`CheckpointError` when the file cannot be
+    trusted or names another claim."""
+    claims = parse(path, text)
+    if not claims:
+        return None
+    if set(claims) != {uid}:
+        raise CheckpointError(f"checkpoint {path}: holds claim(s) {', '.join(sorted(claims))}, not {uid}")
+    return claims[uid]
 
 
 @contextmanager
@@ -161,3 +203,89 @@ def move_aside(path: Path) -> Path:
     except OSError:
         with_suppressed_unlink(str(path))
     return aside
+
+
+class ClaimFiles:
+    """The prepared claims in ``directory`` as this instance last looked, kept up with
+    another instance's changes by the directory's listing (names are claim UIDs; cheap
+    to read again). ``single`` is the previous version's file, moved here when found;
+    ``from_specs`` gives the claims as their CDI specs name them, for files that cannot
+    be trusted. The caller holds :func:`locked`."""
+
+    def __init__(
+        self, directory: Path, single: Path, from_specs: Callable[[], dict[str, PreparedClaim]]
+    ) -> None:
+        self.directory = directory
+        self.single = single
+        self._from_specs = from_specs
+        self.claims: dict[str, PreparedClaim] = {}
+        self._seen: frozenset[str] = frozenset()  # the listing as last read or changed here
+
+    def sync(self) -> None:
+        """Take in another instance's changes; raises CheckpointError when the directory
+        or a file cannot be read or written (nobody's fault: the call fails and is retried)."""
+        try:
+            self._migrate()
+            names = listing(self.directory)
+            if names == self._seen:
+                return
+            for uid in self._seen - names:
+                self.claims.pop(uid, None)
+            for uid in names - self._seen:
+                path = claim_file(self.directory, uid)
+                text = read(path)
+                try:
+                    claim = parse_claim(path, uid, text)
+                except CheckpointError as e:
+                    claim = self._recover(uid, path, e)
+                if claim is None:
+                    self.claims.pop(uid, None)
+                else:
+                    self.claims[uid] = claim
+            self._seen = names - {uid for uid in names if uid not in self.claims}
+        except OSError as e:
+            raise CheckpointError(f"checkpoint {self.directory}: {e.strerror or e}") from None
+
+    def save(self, uid: str, claim: PreparedClaim) -> None:
+        """Write the claim's file (raises OSError); it is in memory from now on."""
+        save(claim_file(self.directory, uid), {uid: claim})
+        self.claims[uid] = claim
+        self._seen |= {uid}
+
+    def remove(self, uid: str) -> None:
+        """Remove the claim's file (raises OSError), and forget it."""
+        claim_file(self.directory, uid).unlink(missing_ok=True)
+        self.claims.pop(uid, None)
+        self._seen -= {uid}
+
+    def _recover(self, uid: str, path: Path, e: CheckpointError) -> PreparedClaim | None:
+        """A claim's file that cannot be trusted: set aside, the claim taken from its CDI
+        spec when that is there."""
+        aside = move_aside(path)
+        claim = self._from_specs().get(uid)
+        if claim is None:
+            log.error("%s; moved to %s, and the claim has no CDI spec: not prepared", e, aside)
+            return None
+        log.error("%s; moved to %s, the claim recovered from its CDI spec", e, aside)
+        self.save(uid, claim)
+        return claim
+
+    def _migrate(self) -> None:
+        """Move the claims of the previous version's single file to their own files and
+        remove it. A previous version's instance beside this one during an upgrade may
+        write it again: looked for at every look (one failed open when it is gone)."""
+        text = read(self.single)
+        if text is None:
+            return
+        try:
+            old = parse(self.single, text)
+        except CheckpointError as e:
+            aside = move_aside(self.single)
+            old = self._from_specs()
+            log.error(
+                "%s; moved to %s, %d prepared claim(s) recovered from their CDI specs", e, aside, len(old)
+            )
+        for uid, claim in old.items():
+            self.save(uid, claim)
+        self.single.unlink(missing_ok=True)
+        log.info("checkpoint %s: %d prepared claim(s) moved to %s", self.single, len(old), self.directory)

@@ -70,50 +70,27 @@ class Preparer:
         self.cdi_kind = f"{driver}/{CDI_CLASS}"
         self._lock = threading.Lock()
         self._closed = False  # stopping: no more writes (see close)
-        # The claims as the checkpoint has them, and its bytes as last read or written:
-        # another instance sharing it (a rolling update's) may have saved since.
-        self.claims: dict[str, PreparedClaim] = {}
-        self._seen: bytes | None = None
-        self._loaded = False  # read once (a read error before that: recover)
-        self._ahead = False  # the claims in memory are not the file's (a save failed)
+        # One file per prepared claim in claims_dir; checkpoint_path is the previous
+        # version's single file, migrated when found, and names the lock both take.
+        self.claims_dir = self.checkpoint_path.with_name("claims")
+        self.files = checkpoint.ClaimFiles(self.claims_dir, self.checkpoint_path, self._from_cdi_specs)
         with self._lock, checkpoint.locked(self.checkpoint_path):
-            self._sync()
+            try:
+                self._sync()
+            except ClaimError as e:  # the first call tries again
+                log.error("%s", e)
 
-    # -- the checkpoint ----------------------------------------------------------------
+    @property
+    def claims(self) -> dict[str, PreparedClaim]:
+        """The prepared claims by UID, as the checkpoint had them at the last look."""
+        return self.files.claims
+
     def _sync(self) -> None:
-        """Take in what another instance saved; the caller holds both locks."""
+        """Take in what another instance changed; the caller holds both locks."""
         try:
-            text = checkpoint.read(self.checkpoint_path)
-        except CheckpointError as e:
-            if self._loaded:  # not the file's fault: this call fails, kubelet retries
-                raise ClaimError(str(e)) from None
-            self._recover(e)
-            return
-        if self._loaded and not self._ahead and text == self._seen:
-            return
-        try:
-            self.claims = checkpoint.parse(self.checkpoint_path, text)
-        except CheckpointError as e:
-            self._recover(e)
-            return
-        self._seen, self._loaded, self._ahead = text, True, False
-
-    def _recover(self, e: CheckpointError) -> None:
-        aside = checkpoint.move_aside(self.checkpoint_path)
-        self.claims = self._from_cdi_specs()
-        log.error(
-            "%s; moved to %s, %d prepared claim(s) recovered from their CDI specs", e, aside, len(self.claims)
-        )
-        self._save()
-        self._loaded = True
-
-    def _save(self) -> None:
-        try:
-            self._seen = checkpoint.save(self.checkpoint_path, self.claims)
-        except OSError:
-            self._ahead = True  # read the file again at the next call
-            raise
-        self._ahead = False
+            self.files.sync()
+        except CheckpointError as e:  # not a file's fault: this call fails, kubelet retries
+            raise ClaimError(str(e)) from None
 
     def _from_cdi_specs(self) -> dict[str, PreparedClaim]:
         """The claims whose CDI specs we wrote: each spec names its claim and devices."""
@@ -163,8 +140,11 @@ class Preparer:
 
     # -- the calls ----------------------------------------------------------------------
     def prepare(self, namespace: str, uid: str, name: str) -> tuple[PreparedDevice, ...]:
-        with self._lock, checkpoint.locked(self.checkpoint_path):
-            self._sync()
+        file = self._claim_file(namespace, name, uid)
+        # Answered from memory, without the flock: a claim the other instance of a rolling
+        # update prepared is found in the locked section below (after one claim read), and
+        # one it unprepared has lost its CDI spec.
+        with self._lock:
             done = self._prepared(uid)
         if done is not None:
             if uid in self.status_pending:
@@ -199,16 +179,12 @@ class Preparer:
             except ClaimError:
                 self._unmake([n for n, _d in found])
                 raise
-            self.claims[uid] = prepared
             try:
-                self._save()
+                self.files.save(uid, prepared)
             except OSError as e:  # not remembered, so not prepared: undo, kubelet retries
-                del self.claims[uid]
                 self._spec_path(uid).unlink(missing_ok=True)
                 self._unmake([n for n, _d in found])
-                raise ClaimError(
-                    f"{where}: cannot save checkpoint {self.checkpoint_path}: {e.strerror or e}"
-                ) from None
+                raise ClaimError(f"{where}: cannot save checkpoint {file}: {e.strerror or e}") from None
         log.info("%s: prepared %s", where, ", ".join(by_device))
         # The claim as read above: the status write patches it without reading it again
         # (its resourceVersion test catches a change in between).
@@ -349,7 +325,14 @@ class Preparer:
             ) from None
         return prepared
 
+    def _claim_file(self, namespace: str, name: str, uid: str) -> Path:
+        try:
+            return checkpoint.claim_file(self.claims_dir, uid)
+        except CheckpointError as e:
+            raise ClaimError(f"claim {namespace}/{name}: {e}") from None
+
     def unprepare(self, namespace: str, uid: str, name: str) -> None:
+        file = self._claim_file(namespace, name, uid)
         with self._lock, checkpoint.locked(self.checkpoint_path):
             self._check_open(f"claim {namespace}/{name}")
             self._sync()
@@ -364,13 +347,13 @@ class Preparer:
                 raise ClaimError(
                     f"claim {namespace}/{name}: cannot remove its CDI spec: {e.strerror or e}"
                 ) from None
-            gone = self.claims.pop(uid, None)
+            gone = self.claims.get(uid)
             if gone is not None:
                 try:
-                    self._save()
+                    self.files.remove(uid)
                 except OSError as e:
                     raise ClaimError(
-                        f"claim {namespace}/{name}: cannot save checkpoint {self.checkpoint_path}: {e.strerror or e}"
+                        f"claim {namespace}/{name}: cannot remove checkpoint {file}: {e.strerror or e}"
                     ) from None
                 log.info("claim %s/%s: unprepared", namespace, name)
         if gone is not None:

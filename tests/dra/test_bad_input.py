@@ -157,6 +157,9 @@ def test_claims_for_another_node_driver_or_gone_device_fail_alone(
     # A claim kubelet names that the API server does not have:
     missing = kubelet.prepare(DRIVER, ("default", "u-1", "missing")).claims["u-1"].error
     assert missing.startswith("claim default/missing: HTTP 404: ") and "\n" not in missing
+    # A UID that would name a file outside the checkpoint's directory:
+    odd = kubelet.prepare(DRIVER, ("default", "../x", "odd")).claims["../x"].error
+    assert odd == "claim default/odd: claim UID '../x' cannot name a checkpoint file"
     assert [p.name for p in dirs["cdi"].glob("*.json")] == [f"nfd-dra-{made['good']}.json"]
 
 
@@ -175,7 +178,7 @@ def test_corrupt_checkpoint_one_line_and_prepared_claims_kept(
     prepared = kubelet.prepare(DRIVER, ("default", uid, "c1")).claims[uid]
     assert prepared.error == ""
     first.stop()
-    checkpoint = dirs["plugin"] / "checkpoint.json"
+    checkpoint = dirs["plugin"] / "claims" / f"{uid}.json"
     text = checkpoint.read_text()
     checkpoint.write_text(text[: len(text) // 2])  # cut short, as by a full disk
 
@@ -184,8 +187,8 @@ def test_corrupt_checkpoint_one_line_and_prepared_claims_kept(
         second = start_driver()
     [msg] = [r.getMessage() for r in caplog.records if r.name == "nfd.dra"]
     assert msg.startswith(f"checkpoint {checkpoint}: not a checkpoint (") and "\n" not in msg
-    assert msg.endswith("1 prepared claim(s) recovered from their CDI specs")
-    assert (dirs["plugin"] / "checkpoint.json.corrupt").exists()
+    assert msg.endswith(f"moved to {checkpoint}.corrupt, the claim recovered from its CDI spec")
+    assert (dirs["plugin"] / "claims" / f"{uid}.json.corrupt").exists() and checkpoint.exists()
     assert uid in second.preparer.claims
     assert wait_for(lambda: DRIVER in kubelet.drivers)
     # The claim is still prepared (same answer, no API read), and unprepares cleanly.
@@ -233,26 +236,27 @@ def test_concurrent_prepares_and_a_checkpoint_that_cannot_be_saved(
     # is not left half prepared.
     c = create_claim(fake_api_client, "default", "late", device_class="x.example.com")
     allocate(fake_api_client, c, [(DRIVER, NODE, "tty-ttys3")])
-    ckpt = dirs["plugin"] / "checkpoint.json"
+    uid = c["metadata"]["uid"]
+    claims_dir = dirs["plugin"] / "claims"
+    ckpt = claims_dir / f"{uid}.json"
 
     def full(path: Path, body: str, **_kw: object) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     with monkeypatch.context() as m:
         m.setattr(checkpoint, "write_atomic", full)
-        uid = c["metadata"]["uid"]
         err = kubelet.prepare(DRIVER, ("default", uid, "late")).claims[uid].error
     assert err == f"claim default/late: cannot save checkpoint {ckpt}: No space left on device"
     assert uid not in driver.preparer.claims and not (dirs["cdi"] / f"nfd-dra-{uid}.json").exists()
-    assert uid not in checkpoint.load(ckpt) and len(checkpoint.load(ckpt)) == 5
+    assert len(checkpoint.listing(claims_dir)) == 5 and len(os.listdir(claims_dir)) == 5
 
-    # A checkpoint that cannot be read (here: a directory where the file goes) fails the
-    # call, and is not taken for a corrupt file and moved away.
-    ckpt.unlink()
-    ckpt.mkdir()
+    # A checkpoint that cannot be read (here: a file where the directory goes) fails the
+    # call, and is not taken for a corrupt one and moved away.
+    shutil.rmtree(claims_dir)
+    claims_dir.write_text("")
     err = kubelet.prepare(DRIVER, ("default", uid, "late")).claims[uid].error
-    assert err.startswith(f"checkpoint {ckpt}: cannot read: ") and "\n" not in err
-    assert ckpt.is_dir() and uid not in driver.preparer.claims
+    assert err.startswith(f"checkpoint {claims_dir}: cannot read: ") and "\n" not in err
+    assert claims_dir.is_file() and uid not in driver.preparer.claims
 
 
 def test_a_device_selected_for_both_ways_is_refused_by_both_commands(fx: FixtureHost, tmp_path: Path) -> None:

@@ -46,3 +46,27 @@ def test_corrupt_files_are_one_line(tmp_path: Path, edit: object, expect: str) -
         checkpoint.load(path)
     assert str(e.value).startswith(f"checkpoint {path}: ") and expect in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_a_claims_file_holds_that_claim_and_the_listing_only_claims(tmp_path: Path) -> None:
+    dev = claims()["u1"]
+    checkpoint.save(checkpoint.claim_file(tmp_path, "u1"), {"u1": dev})
+    checkpoint.save(checkpoint.claim_file(tmp_path, "u2"), {"u1": dev})  # a copy under another name
+    (tmp_path / ".nfd-x.tmp").write_text("")  # a write under way
+    (tmp_path / "u3.json.corrupt").write_text("")  # set aside
+    assert checkpoint.listing(tmp_path) == {"u1", "u2"}
+    path = checkpoint.claim_file(tmp_path, "u1")
+    assert checkpoint.parse_claim(path, "u1", checkpoint.read(path)) == dev
+    other = checkpoint.claim_file(tmp_path, "u2")
+    with pytest.raises(CheckpointError, match=r": holds claim\(s\) u1, not u2$"):
+        checkpoint.parse_claim(other, "u2", checkpoint.read(other))
+    gone = checkpoint.claim_file(tmp_path, "u4")
+    assert checkpoint.parse_claim(gone, "u4", checkpoint.read(gone)) is None
+    assert checkpoint.listing(tmp_path / "none") == frozenset()
+
+
+@pytest.mark.parametrize("uid", ["", ".hidden", "../u1", "a/b", "a\0b"])
+def test_a_uid_that_cannot_name_a_file_is_refused(tmp_path: Path, uid: str) -> None:
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.claim_file(tmp_path, uid)
+    assert str(e.value) == f"claim UID {uid!r} cannot name a checkpoint file"

@@ -6,12 +6,15 @@ one. The two share the checkpoint, which holds every claim whichever instance wr
 
 from __future__ import annotations
 
+import logging
+import shutil
 import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from dra.claims import DRIVER, NODE, allocate, create_claim
 from dra.kubelet_dra import DraKubelet, wait_for
 
@@ -56,9 +59,9 @@ def test_old_and_new_instance_side_by_side_then_the_old_one_stops(
     old.stop()
     assert wait_for(lambda: len(kubelet.instances) == 1)
     assert [p.name for p in dirs["registry"].iterdir()] == [f"{DRIVER}-{NEW}-reg.sock"]
-    assert set(checkpoint.load(dirs["plugin"] / "checkpoint.json")) == {first[1], second[1]}
+    assert checkpoint.listing(dirs["plugin"] / "claims") == {first[1], second[1]}
     assert kubelet.unprepare(DRIVER, first).claims[first[1]].error == ""
-    assert set(checkpoint.load(dirs["plugin"] / "checkpoint.json")) == {second[1]}
+    assert checkpoint.listing(dirs["plugin"] / "claims") == {second[1]}
     assert sorted(p.name for p in dirs["cdi"].glob("*.json")) == [f"nfd-dra-{second[1]}.json"]
 
 
@@ -85,12 +88,14 @@ def test_two_instances_preparing_at_once_keep_every_claim(
     for t in threads:
         t.join(30)
     assert failed == []
-    assert set(checkpoint.load(dirs["plugin"] / "checkpoint.json")) == {uid for _ns, uid, _n in claims}
+    assert checkpoint.listing(dirs["plugin"] / "claims") == {uid for _ns, uid, _n in claims}
     ns, uid, name = claims[0]  # prepared by the first; unprepared by the second
     instances[1].preparer.unprepare(ns, uid, name)
-    assert uid not in checkpoint.load(dirs["plugin"] / "checkpoint.json")
-    instances[0].preparer.prepare(*claims[2])  # its next call takes in the other's change
-    assert instances[0].preparer.prepared_devices() == 15
+    assert uid not in checkpoint.listing(dirs["plugin"] / "claims")
+    # Its next look at the checkpoint (a change; a claim it holds prepared is answered
+    # from memory) takes in the other's change.
+    instances[0].preparer.unprepare(*claims[2])
+    assert instances[0].preparer.prepared_devices() == 14
 
 
 def test_a_killed_instances_sockets_are_removed_by_the_next(
@@ -108,3 +113,44 @@ def test_a_killed_instances_sockets_are_removed_by_the_next(
     assert [p.name for p in dirs["registry"].iterdir()] == [f"{DRIVER}-{NEW}-reg.sock"]
     assert sorted(p.name for p in dirs["plugin"].glob("*.sock")) == [f"dra-{NEW}.sock"]
     assert kubelet.refusals == []
+
+
+def test_an_upgrade_from_the_single_file_checkpoint_keeps_every_prepared_claim(
+    start_driver: Callable[..., DraDriver],
+    fake_api_client: Any,
+    dirs: dict[str, Path],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The previous version kept every claim in one file, ``checkpoint.json``: the new
+    one moves them to their own files at its first look, and answers them as prepared."""
+    from kubernetes import client
+
+    first = start_driver(instance=OLD)
+    claims = [
+        claim(fake_api_client, f"c{i}", d) for i, d in enumerate(["fpga-0000-3b-00-0", "fpga-0000-3c-00-0"])
+    ]
+    answers = {uid: first.preparer.prepare(ns, uid, name) for ns, uid, name in claims}
+    old = dict(first.preparer.claims)
+    first.stop()
+    claims_dir, single = dirs["plugin"] / "claims", dirs["plugin"] / "checkpoint.json"
+    shutil.rmtree(claims_dir)
+    checkpoint.save(single, old)  # what the previous version left
+
+    with caplog.at_level(logging.INFO, logger="nfd.dra"):
+        second = start_driver(instance=NEW)
+    assert f"checkpoint {single}: 2 prepared claim(s) moved to {claims_dir}" in caplog.messages
+    assert second.preparer.claims == old and checkpoint.listing(claims_dir) == set(old)
+    assert not single.exists()
+    # Answered from the checkpoint, not the API server (which no longer has the claims).
+    for ns, _uid, name in claims:
+        client.ResourceV1Api(fake_api_client).delete_namespaced_resource_claim(
+            name, ns, _preload_content=False
+        )
+    assert {uid: second.preparer.prepare(ns, uid, name) for ns, uid, name in claims} == answers
+
+    # A previous version's instance beside this one writes its file again: taken in at
+    # the next call that looks at the checkpoint.
+    uid = claims[0][1]
+    checkpoint.save(single, {uid: old[uid]})
+    second.preparer.unprepare(*claims[1])
+    assert not single.exists() and checkpoint.listing(claims_dir) == {uid}

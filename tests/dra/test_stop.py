@@ -81,10 +81,10 @@ def test_sigterm_while_a_claim_is_read_ends_at_once_and_keeps_the_checkpoint_who
             proc.kill()
         proc.wait()
 
-    claims = checkpoint.load(dirs["plugin"] / "checkpoint.json")
-    assert list(claims) == [first_uid]
+    assert checkpoint.listing(dirs["plugin"] / "claims") == {first_uid}
     # no socket, no temp file; the lock file that instances sharing the checkpoint take
-    assert sorted(p.name for p in dirs["plugin"].iterdir()) == ["checkpoint.json", "checkpoint.json.lock"]
+    assert sorted(p.name for p in dirs["plugin"].iterdir()) == ["checkpoint.json.lock", "claims"]
+    assert [p.name for p in (dirs["plugin"] / "claims").iterdir()] == [f"{first_uid}.json"]
     assert [p.name for p in dirs["registry"].iterdir()] == []
     assert [p.name for p in dirs["cdi"].iterdir() if p.name.startswith(".")] == []
 

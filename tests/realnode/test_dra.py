@@ -256,7 +256,7 @@ def test_a_rolling_update_of_the_driver_fails_no_claim(real_node: RealNode, inst
     ]
     assert not failed, failed
     uids = {claim_uid(real_node, pod) for pod in ("dra-roll-before", "dra-roll-during")}
-    held = set(checkpoint.load(Path("/var/lib/kubelet/plugins") / DRIVER / "checkpoint.json"))
+    held = set(checkpoint.listing(Path("/var/lib/kubelet/plugins") / DRIVER / "claims"))
     assert uids <= held, f"checkpoint holds {sorted(held)}, the pods' claims are {sorted(uids)}"
 
 
