@@ -93,7 +93,9 @@ def deployed_env() -> dict[str, str]:
     """The plain environment values of the overlay's updater container."""
     import yaml
 
-    doc = yaml.safe_load((ROOT / "deploy/components/topology-updater/topology-updater-daemonset.yaml").read_text())
+    doc = yaml.safe_load(
+        (ROOT / "deploy/components/topology-updater/topology-updater-daemonset.yaml").read_text()
+    )
     (c,) = [c for c in doc["spec"]["template"]["spec"]["containers"] if c["name"] == "nfd-topology-updater"]
     return {e["name"]: e["value"] for e in c["env"] if "value" in e and not e["name"].startswith("NFD_HOST_")}
 
