@@ -169,16 +169,13 @@ class SocketSupervisor:
         if not self._round():
             self._loop.end()
 
-    @property
-    def interval(self) -> float:
-        return self._loop.interval
-
     def start(self) -> None:
         self._loop.start()
 
     def stop(self) -> None:
         self._loop.stop()
 
+    @property
     def stopping(self) -> bool:
         return self._loop.stopping
 

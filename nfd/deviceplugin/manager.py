@@ -167,7 +167,7 @@ class Manager:
     def _tick(self) -> None:
         kubelet_ino = self._kubelet_ino()
         for t in self._tracks:
-            if t.rejected is not None or self._supervisor.stopping():
+            if t.rejected is not None or self._supervisor.stopping:
                 continue
             if not self._supervisor.keep_serving(t.watched):
                 continue

@@ -99,8 +99,6 @@ class Rediscovery:
     is published without waiting for the next scheduled pass. It is watched until a pass
     finds it again."""
 
-    thread_name = "nfd-dra-rediscover"
-
     def __init__(
         self,
         inventory: DraInventory,
