@@ -93,11 +93,13 @@ class Rediscovery:
     (a device plugged in, one removed for good), the inventory serves the new set. A
     resource whose devices are unchanged keeps its state (and its health history).
 
-    A device a pass no longer finds (its node missing at that moment) leaves the pool,
-    but is still watched: every ``watch_interval`` seconds its health is checked as a
-    served device's is, and once it is healthy again a pass runs at once, so its return
-    is published without waiting for the next scheduled pass. It is watched until a pass
-    finds it again."""
+    A device one pass does not find stays served until the next pass: its node missing
+    for a moment (a driver reload, a rename) is what the health poll already shows as a
+    taint, and a claim that holds the device should hear "unhealthy", not lose it from the
+    pool. A device two passes in a row do not find leaves the pool, but is still watched:
+    every ``watch_interval`` seconds its health is checked as a served device's is, and
+    once it is healthy again a pass runs at once, so its return is published without
+    waiting for the next scheduled pass. It is watched until a pass finds it again."""
 
     def __init__(
         self,
@@ -115,6 +117,8 @@ class Rediscovery:
         self.watch_interval = watch_interval
         # Resource name -> a state over its devices that passes no longer find.
         self.departed: dict[str, ResourceState] = {}
+        # (resource, device) served but not found by the last pass: the next miss departs it.
+        self.missing: set[tuple[str, str]] = set()
         self._pass = threading.Lock()  # one pass at a time (the loop's, or a caller's)
         self._next_pass = 0.0
         self._loop = LoopThread("nfd-dra-rediscover", self._round, interval=watch_interval, logger=log)
@@ -167,13 +171,19 @@ class Rediscovery:
             have = {s.name: s for s in self.inventory.states}
             keep: list[ResourceState] = []
             unused: list[ResourceState] = []
+            missing: set[tuple[str, str]] = set()
             for s in states:
                 old = have.get(s.name)
-                if old is not None and old.physical_ids == s.physical_ids:
+                lost = {(s.name, p) for p in set(old.physical_ids) - set(s.physical_ids)} if old else set()
+                if old is not None and (old.physical_ids == s.physical_ids or lost - self.missing):
+                    # Unchanged, or a device missed for the first time: the old view for a
+                    # pass longer (a device plugged in beside it waits that pass too).
                     keep.append(old)
                     unused.append(s)
+                    missing |= lost
                 else:
                     keep.append(s)
+            self.missing = missing
             if {(s.name, p) for s in keep for p in s.physical_ids} == self.inventory.devices_of():
                 for s in states:
                     s.close()

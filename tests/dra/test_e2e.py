@@ -169,7 +169,11 @@ def test_a_device_back_after_a_pass_without_it_is_published_before_the_next_pass
     assert wait_for(lambda: "tty-ttys1" in published(fake_api))
     node = fx.root / "dev/ttyS1"
     node.rename(node.with_name("away"))
-    assert driver.rediscovery.once()  # a pass while the node is missing: the device is gone
+    # One pass while the node is missing: still served, tainted by the health poll.
+    assert not driver.rediscovery.once()
+    assert "tty-ttys1" in driver.inventory.by_name
+    assert wait_for(lambda: published(fake_api).get("tty-ttys1", {}).get("taints"))
+    assert driver.rediscovery.once()  # a second pass without it: the device is gone
     assert "tty-ttys1" not in driver.inventory.by_name
     assert wait_for(lambda: "tty-ttys1" not in published(fake_api))
     node.with_name("away").rename(node)
@@ -177,6 +181,7 @@ def test_a_device_back_after_a_pass_without_it_is_published_before_the_next_pass
     assert "tty-ttys1" in driver.inventory.by_name
     # Watched until found again, not after: a second departure is watched afresh.
     node.rename(node.with_name("away"))
+    assert not driver.rediscovery.once()
     assert driver.rediscovery.once()
     node.with_name("away").rename(node)
     assert wait_for(lambda: "tty-ttys1" in published(fake_api), timeout=10.0)

@@ -158,7 +158,11 @@ def test_the_kubelet_shows_a_claimed_devices_health_in_the_pod(real_node: RealNo
     started = time.monotonic()
     try:
         real_node.wait_for(
-            lambda: published(real_node).get(name) is False, timeout=30, what=f"{name} tainted", every=0.05
+            lambda: published(real_node).get(name) is False,
+            timeout=30,
+            what=f"{name} tainted",
+            every=0.05,
+            on_timeout=lambda: driver_log(real_node),
         )
         real_node.figure("dra.health_to_taint_s", time.monotonic() - started)
         real_node.wait_for(
@@ -176,6 +180,10 @@ def test_the_kubelet_shows_a_claimed_devices_health_in_the_pod(real_node: RealNo
         timeout=60,
         what="the kubelet's Healthy again",
     )
+
+
+def driver_log(node: RealNode) -> str:
+    return f"published: {published(node)}\n" + node.logs("app.kubernetes.io/name=nfd-dra")[-3000:]
 
 
 def test_an_extended_resource_pod_is_served_through_dra(real_node: RealNode, installed: Path) -> None:
@@ -208,11 +216,17 @@ def test_a_device_node_moved_away_and_back_is_published_within_a_second(
     started = time.monotonic()
     try:
         real_node.wait_for(
-            lambda: not published(real_node).get(AWAY_DEVICE), timeout=30, what="loop7 withdrawn", every=0.05
+            lambda: not published(real_node).get(AWAY_DEVICE),
+            timeout=30,
+            what="loop7 tainted or withdrawn",
+            every=0.05,
+            on_timeout=lambda: driver_log(real_node),
         )
         gone = time.monotonic() - started
         real_node.figure(f"dra.device_gone_to_slice_s.{attempt}", gone)
-        time.sleep(attempt * 4)  # into the next rediscovery pass, or not
+        # Away through no pass, maybe one (still served, tainted), or two (withdrawn, then
+        # watched): rediscovery runs every 10 s.
+        time.sleep((0, 4, 21)[attempt])
     finally:
         AWAY.with_suffix(".away").rename(AWAY)
     started = time.monotonic()
