@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
+    from nfd.master.core.settings import MasterSettings
     from nfd.master.runtime import Runtime
-    from nfd.master.settings import MasterSettings
     from nfd.master.tls import ServingFiles
 
 

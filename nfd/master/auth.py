@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from nfd.kube.errors import ApiError, NotFound
-from nfd.master.kube import KubeApi
-from nfd.master.metrics import Metrics
-from nfd.master.settings import AuthSettings
+from nfd.master.core.kube import KubeApi
+from nfd.master.core.metrics import Metrics
+from nfd.master.core.settings import AuthSettings
 
 log = logging.getLogger(__name__)
 

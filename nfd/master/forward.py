@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from nfd.master.bodylimit import read_body
+from nfd.master.core.bodylimit import read_body
 from nfd.master.peers import LeaderUnreachable
 from nfd.master.replica import own_key
 

@@ -1,5 +1,5 @@
 """NodeFeature objects in the cluster (all namespaces), listed then watched
-(``nfd.master.watch``), indexed by node. Each change hands the node's objects to
+(``nfd.master.core.watch``), indexed by node. Each change hands the node's objects to
 ``on_node``.
 
 Objects are kept with their features in the feature store (``Kept``), not as parsed: a
@@ -15,9 +15,9 @@ from typing import Any
 
 from nfd.canonical import GroupCache
 from nfd.features import Features
-from nfd.master.featurestore import FeatureStore, encode
-from nfd.master.kube import KubeApi, Resource
-from nfd.master.watch import ListWatch, Pages, object_key
+from nfd.master.core.featurestore import FeatureStore, encode
+from nfd.master.core.kube import KubeApi, Resource
+from nfd.master.core.watch import ListWatch, Pages, object_key
 from nfd.nodefeature import GROUP, PLURAL, VERSION, NodeFeatureError, NodeFeatureObject, parse
 
 log = logging.getLogger(__name__)

@@ -14,9 +14,9 @@ from typing import Any
 
 from nfd.kube.errors import ApiError
 from nfd.master.auth import AuthError, bearer_token
-from nfd.master.kube import KubeApi
-from nfd.master.metrics import Metrics
-from nfd.master.settings import AuthSettings
+from nfd.master.core.kube import KubeApi
+from nfd.master.core.metrics import Metrics
+from nfd.master.core.settings import AuthSettings
 
 log = logging.getLogger(__name__)
 

@@ -26,17 +26,17 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from nfd.master.core.state import NodeRecord, NodeStore
 from nfd.master.peers import LeaderUnreachable, Outage
-from nfd.master.state import NodeRecord, NodeStore
 
 if TYPE_CHECKING:
     from nfd.master.auth import Authenticator
-    from nfd.master.jobs import Jobs
-    from nfd.master.kube import KubeApi
+    from nfd.master.core.jobs import Jobs
+    from nfd.master.core.kube import KubeApi
+    from nfd.master.core.settings import MasterSettings
     from nfd.master.leader import LeaderElector
     from nfd.master.peers import Forwarder
     from nfd.master.service import MasterService
-    from nfd.master.settings import MasterSettings
 
 log = logging.getLogger(__name__)
 

@@ -16,12 +16,12 @@ from typing import Any
 from nfd.canonical import Encoded, GroupCache
 from nfd.decision import Decision
 from nfd.features import Features
+from nfd.master.core.featurestore import encode
+from nfd.master.core.metrics import Metrics
+from nfd.master.core.state import NodeRecord, NodeStore, now, shared
 from nfd.master.decide import Decider
-from nfd.master.featurestore import encode
-from nfd.master.metrics import Metrics
 from nfd.master.nodefeatures import Kept, ObjectKeeper
 from nfd.master.publisher import MemoryPublisher, Publisher
-from nfd.master.state import NodeRecord, NodeStore, now, shared
 from nfd.nodefeature import NodeFeatureObject, merge
 from nfd.rules import RuleSet
 

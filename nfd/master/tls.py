@@ -29,8 +29,8 @@ from nfd.kube.errors import (
     TooManyRequests,
     Unreachable,
 )
-from nfd.master.kube import KubeApi
-from nfd.master.settings import TLSSettings
+from nfd.master.core.kube import KubeApi
+from nfd.master.core.settings import TLSSettings
 
 if TYPE_CHECKING:
     from nfd.master.certs import Bundle

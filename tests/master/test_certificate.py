@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives import serialization
 from nfd.kube.config import Credentials
 from nfd.kube.heavy import api_client as make_api_client
 from nfd.master import certs
-from nfd.master.kube import KubeApi
-from nfd.master.settings import KubeSettings, TLSSettings
+from nfd.master.core.kube import KubeApi
+from nfd.master.core.settings import KubeSettings, TLSSettings
 from nfd.master.tls import IPS, TLSError, dns_names, ensure_certificate, renew_once, write_files
 
 NS = "node-feature-discovery"

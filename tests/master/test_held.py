@@ -13,9 +13,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from nfd.config import WorkerConfig
+from nfd.master.core.metrics import Metrics
 from nfd.master.decide import Decider
 from nfd.master.leader import URL_ANNOTATION
-from nfd.master.metrics import Metrics
 from nfd.master.replica import Replica, own_key
 from nfd.master.service import MasterService
 from nfd.policy import Policy

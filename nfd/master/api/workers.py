@@ -27,7 +27,7 @@ from nfd.master.api import jsonbody
 from nfd.master.api.models import FeaturesRequest, HeartbeatRequest, node_name_problem
 from nfd.master.api.views import response_json
 from nfd.master.auth import AuthError
-from nfd.master.bodylimit import read_body
+from nfd.master.core.bodylimit import read_body
 from nfd.master.runtime import Runtime
 
 # Anything under /api/v1/nodes/ ending in /heartbeat or /features is ours, whatever the
