@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from nfd.kube.errors import ApiError
     from nfd.master.core.kube import KubeApi
     from nfd.master.core.settings import KubeSettings
-    from nfd.master.prune import Pruner
+    from nfd.master.publishing.prune import Pruner
 
     drivers = tuple(dict.fromkeys(args.dra_driver or [DEFAULT_DRIVER_NAME]))
     for d in drivers:

@@ -21,7 +21,7 @@ from nfd.master.leader import LeaderElector
 from nfd.master.nodefeatures import NodeFeatureWatcher
 from nfd.master.peers import Forwarder
 from nfd.master.podwatch import PodWatch
-from nfd.master.publisher import KubePublisher, MemoryPublisher
+from nfd.master.publishing.publisher import KubePublisher, MemoryPublisher
 from nfd.master.readauth import ReadAuthorizer
 from nfd.master.replica import PeerAuth, Replica
 from nfd.master.rulewatch import RuleWatcher

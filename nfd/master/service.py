@@ -21,7 +21,7 @@ from nfd.master.core.metrics import Metrics
 from nfd.master.core.state import NodeRecord, NodeStore, now, shared
 from nfd.master.decide import Decider
 from nfd.master.nodefeatures import Kept, ObjectKeeper
-from nfd.master.publisher import MemoryPublisher, Publisher
+from nfd.master.publishing.publisher import MemoryPublisher, Publisher
 from nfd.nodefeature import NodeFeatureObject, merge
 from nfd.rules import RuleSet
 

@@ -19,7 +19,7 @@ from nfd.master.core.kube import NODES, KubeApi
 from nfd.master.core.metrics import Metrics
 from nfd.master.core.state import NodeRecord, NodeStore, Observed, now
 from nfd.master.core.watch import Pages
-from nfd.master.patches import node_patch, observe, status_patch
+from nfd.master.publishing.patches import node_patch, observe, status_patch
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from nfd.master.core.metrics import Metrics
 from nfd.master.core.settings import KubeSettings
 from nfd.master.core.state import NodeStore, now
 from nfd.master.core.watch import ListWatch, Pages
-from nfd.master.nodesync import NodeSync
-from nfd.master.workqueue import WorkQueue
+from nfd.master.publishing.nodesync import NodeSync
+from nfd.master.publishing.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
