@@ -51,7 +51,7 @@ class _Entry:
 
 
 class PodView(Protocol):
-    """What the authenticator asks of the pod watch (nfd.master.podwatch.PodWatch)."""
+    """What the authenticator asks of the pod watch (nfd.master.watches.podwatch.PodWatch)."""
 
     def vouches(self, uid: str) -> bool:
         """The watch is current and holds this pod: were it deleted, it would know."""

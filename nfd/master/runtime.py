@@ -18,14 +18,14 @@ from nfd.master.decide import Decider
 from nfd.master.gc import GarbageCollector
 from nfd.master.groups import GroupManager
 from nfd.master.leader import LeaderElector
-from nfd.master.nodefeatures import NodeFeatureWatcher
 from nfd.master.peers import Forwarder
-from nfd.master.podwatch import PodWatch
 from nfd.master.publishing.publisher import KubePublisher, MemoryPublisher
 from nfd.master.readauth import ReadAuthorizer
 from nfd.master.replica import PeerAuth, Replica
-from nfd.master.rulewatch import RuleWatcher
 from nfd.master.service import MasterService
+from nfd.master.watches.nodefeatures import NodeFeatureWatcher
+from nfd.master.watches.podwatch import PodWatch
+from nfd.master.watches.rulewatch import RuleWatcher
 from nfd.policy import Policy
 from nfd.settings import ConfigError
 from nfd.sources import FeatureSource, default_registry

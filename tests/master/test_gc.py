@@ -46,7 +46,7 @@ async def test_only_the_leader_collects(fake_api):
     from nfd.master.core.kube import KubeApi
     from nfd.master.core.settings import KubeSettings
     from nfd.master.gc import GarbageCollector
-    from nfd.master.nodefeatures import NodeFeatureIndex
+    from nfd.master.watches.nodefeatures import NodeFeatureIndex
     from nfd.nodefeature import parse
 
     fake_api.objects.create("nodefeatures", nf("orphan", "gone", "gpu"), "gpu")
@@ -86,7 +86,7 @@ async def test_gc_counts_deletions_and_failures_by_kind(fake_api):
     from nfd.master.core.metrics import Metrics
     from nfd.master.core.settings import KubeSettings
     from nfd.master.gc import GarbageCollector
-    from nfd.master.nodefeatures import NodeFeatureIndex
+    from nfd.master.watches.nodefeatures import NodeFeatureIndex
     from nfd.nodefeature import parse
 
     idx = NodeFeatureIndex()
