@@ -158,9 +158,9 @@ def bench_group(n: int) -> None:
     from nfd.config import WorkerConfig
     from nfd.features import Features
     from nfd.master.core.metrics import Metrics
-    from nfd.master.decide import Decider
-    from nfd.master.groups import GroupManager, parse_group, status_of
-    from nfd.master.service import MasterService
+    from nfd.master.decisions.decide import Decider
+    from nfd.master.decisions.service import MasterService
+    from nfd.master.watches.groups import GroupManager, parse_group, status_of
     from nfd.policy import Policy
     from tests.fakeapi import FakeApiServer
 

@@ -34,9 +34,9 @@ if TYPE_CHECKING:
     from nfd.master.core.jobs import Jobs
     from nfd.master.core.kube import KubeApi
     from nfd.master.core.settings import MasterSettings
+    from nfd.master.decisions.service import MasterService
     from nfd.master.leader import LeaderElector
     from nfd.master.peers import Forwarder
-    from nfd.master.service import MasterService
 
 log = logging.getLogger(__name__)
 

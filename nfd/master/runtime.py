@@ -14,15 +14,15 @@ from nfd.master.core.jobs import Jobs
 from nfd.master.core.kube import KubeApi
 from nfd.master.core.metrics import Metrics
 from nfd.master.core.settings import MasterSettings
-from nfd.master.decide import Decider
-from nfd.master.gc import GarbageCollector
-from nfd.master.groups import GroupManager
+from nfd.master.decisions.decide import Decider
+from nfd.master.decisions.service import MasterService
 from nfd.master.leader import LeaderElector
 from nfd.master.peers import Forwarder
 from nfd.master.publishing.publisher import KubePublisher, MemoryPublisher
 from nfd.master.readauth import ReadAuthorizer
 from nfd.master.replica import PeerAuth, Replica
-from nfd.master.service import MasterService
+from nfd.master.watches.gc import GarbageCollector
+from nfd.master.watches.groups import GroupManager
 from nfd.master.watches.nodefeatures import NodeFeatureWatcher
 from nfd.master.watches.podwatch import PodWatch
 from nfd.master.watches.rulewatch import RuleWatcher

@@ -45,7 +45,7 @@ def test_gc_deletes_objects_of_gone_nodes_on_its_schedule(fake_api):
 async def test_only_the_leader_collects(fake_api):
     from nfd.master.core.kube import KubeApi
     from nfd.master.core.settings import KubeSettings
-    from nfd.master.gc import GarbageCollector
+    from nfd.master.watches.gc import GarbageCollector
     from nfd.master.watches.nodefeatures import NodeFeatureIndex
     from nfd.nodefeature import parse
 
@@ -85,7 +85,7 @@ async def test_gc_counts_deletions_and_failures_by_kind(fake_api):
     from nfd.master.core.kube import KubeApi
     from nfd.master.core.metrics import Metrics
     from nfd.master.core.settings import KubeSettings
-    from nfd.master.gc import GarbageCollector
+    from nfd.master.watches.gc import GarbageCollector
     from nfd.master.watches.nodefeatures import NodeFeatureIndex
     from nfd.nodefeature import parse
 

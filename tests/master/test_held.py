@@ -14,10 +14,10 @@ from typing import Any
 
 from nfd.config import WorkerConfig
 from nfd.master.core.metrics import Metrics
-from nfd.master.decide import Decider
+from nfd.master.decisions.decide import Decider
+from nfd.master.decisions.service import MasterService
 from nfd.master.leader import URL_ANNOTATION
 from nfd.master.replica import Replica, own_key
-from nfd.master.service import MasterService
 from nfd.policy import Policy
 
 from .helpers import FixtureSource, features_with

@@ -113,8 +113,8 @@ def test_a_node_submitted_right_after_a_rule_change_gets_the_new_rules() -> None
 
     from nfd.config import WorkerConfig
     from nfd.master.core.metrics import Metrics
-    from nfd.master.decide import Decider
-    from nfd.master.service import MasterService
+    from nfd.master.decisions.decide import Decider
+    from nfd.master.decisions.service import MasterService
     from nfd.policy import Policy
 
     from .helpers import FixtureSource
@@ -150,8 +150,8 @@ def test_a_rule_change_reaches_every_node_while_nodes_change_and_go() -> None:
 
     from nfd.config import WorkerConfig
     from nfd.master.core.metrics import Metrics
-    from nfd.master.decide import Decider
-    from nfd.master.service import MasterService
+    from nfd.master.decisions.decide import Decider
+    from nfd.master.decisions.service import MasterService
     from nfd.policy import Policy
 
     from .helpers import FixtureSource

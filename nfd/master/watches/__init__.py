@@ -1,3 +1,4 @@
-"""What the master reads from the cluster besides Nodes, each through the core's
-list-then-watch loop: NodeFeatureRules (``rulewatch``), NodeFeature objects
-(``nodefeatures``), the workers' pods (``podwatch``)."""
+"""The cluster's objects besides Nodes, each read through the core's list-then-watch
+loop: NodeFeatureRules (``rulewatch``), NodeFeature objects (``nodefeatures``),
+NodeFeatureGroups and their status (``groups``), the workers' pods (``podwatch``); and
+the garbage collection of NodeFeature objects whose nodes are gone (``gc``)."""

@@ -13,7 +13,7 @@ from nfd.kube.errors import ApiError
 from nfd.master.core.jobs import Jobs
 from nfd.master.core.kube import NODES, KubeApi
 from nfd.master.core.metrics import Metrics
-from nfd.master.service import MasterService
+from nfd.master.decisions.service import MasterService
 from nfd.master.watches.nodefeatures import NodeFeatureIndex
 from nfd.nodefeature import GROUP, PLURAL, VERSION
 

@@ -20,7 +20,7 @@ from nfd.master.core.featurestore import encode
 from nfd.master.core.metrics import Metrics
 from nfd.master.core.objects import Kept, ObjectKeeper
 from nfd.master.core.state import NodeRecord, NodeStore, now, shared
-from nfd.master.decide import Decider
+from nfd.master.decisions.decide import Decider
 from nfd.master.publishing.publisher import MemoryPublisher, Publisher
 from nfd.nodefeature import NodeFeatureObject, merge
 from nfd.rules import RuleSet
