@@ -30,13 +30,13 @@ from nfd.master.core.state import NodeRecord, NodeStore
 from nfd.master.peers import LeaderUnreachable, Outage
 
 if TYPE_CHECKING:
-    from nfd.master.auth import Authenticator
     from nfd.master.core.jobs import Jobs
     from nfd.master.core.kube import KubeApi
     from nfd.master.core.settings import MasterSettings
     from nfd.master.decisions.service import MasterService
     from nfd.master.leader import LeaderElector
     from nfd.master.peers import Forwarder
+    from nfd.master.security.auth import Authenticator
 
 log = logging.getLogger(__name__)
 

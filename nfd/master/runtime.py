@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 from nfd.kube.config import NoClusterError, load
 from nfd.kube.heavy import api_client as make_api_client
-from nfd.master.auth import Authenticator
 from nfd.master.core.jobs import Jobs
 from nfd.master.core.kube import KubeApi
 from nfd.master.core.metrics import Metrics
@@ -19,8 +18,9 @@ from nfd.master.decisions.service import MasterService
 from nfd.master.leader import LeaderElector
 from nfd.master.peers import Forwarder
 from nfd.master.publishing.publisher import KubePublisher, MemoryPublisher
-from nfd.master.readauth import ReadAuthorizer
 from nfd.master.replica import PeerAuth, Replica
+from nfd.master.security.auth import Authenticator
+from nfd.master.security.readauth import ReadAuthorizer
 from nfd.master.watches.gc import GarbageCollector
 from nfd.master.watches.groups import GroupManager
 from nfd.master.watches.nodefeatures import NodeFeatureWatcher

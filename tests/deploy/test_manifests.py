@@ -313,7 +313,7 @@ def test_worker_verifies_the_master_against_the_ca_it_publishes(
     built: dict[str, list[dict[str, Any]]], overlay: str
 ) -> None:
     from nfd.master.core.settings import TLSSettings
-    from nfd.master.tls import CA_KEY, dns_names
+    from nfd.master.security.tls import CA_KEY, dns_names
 
     docs = built[overlay]
     spec = pod_spec(find(docs, "DaemonSet", "nfd-worker"))
