@@ -15,10 +15,10 @@ from nfd.master.core.metrics import Metrics
 from nfd.master.core.settings import MasterSettings
 from nfd.master.decisions.decide import Decider
 from nfd.master.decisions.service import MasterService
-from nfd.master.leader import LeaderElector
-from nfd.master.peers import Forwarder
 from nfd.master.publishing.publisher import KubePublisher, MemoryPublisher
-from nfd.master.replica import PeerAuth, Replica
+from nfd.master.replication.leader import LeaderElector
+from nfd.master.replication.peers import Forwarder
+from nfd.master.replication.replica import PeerAuth, Replica
 from nfd.master.security.auth import Authenticator
 from nfd.master.security.readauth import ReadAuthorizer
 from nfd.master.watches.gc import GarbageCollector

@@ -16,7 +16,7 @@ from nfd import __version__
 from nfd.master.api import features, health, nodes, replication, workers
 from nfd.master.core.bodylimit import BodyLimit
 from nfd.master.core.settings import MasterSettings
-from nfd.master.forward import LeaderForward
+from nfd.master.replication.forward import LeaderForward
 from nfd.master.runtime import Runtime, build_runtime
 
 log = logging.getLogger(__name__)
