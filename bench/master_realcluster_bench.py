@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import master_bench as mb  # bench/ is not a package
 
-from nfd.master.patches import parse_names  # the repository is on sys.path now
+from nfd.master.publishing.patches import parse_names  # the repository is on sys.path now
 
 RUN_LABEL = "bench.nfd.node.kubernetes.io/run"
 PASS_LABEL = "bench.nfd.node.kubernetes.io/pass"

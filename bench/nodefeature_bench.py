@@ -157,10 +157,10 @@ def bench_labelling(n: int) -> None:
 def bench_group(n: int) -> None:
     from nfd.config import WorkerConfig
     from nfd.features import Features
-    from nfd.master.decide import Decider
-    from nfd.master.groups import GroupManager, parse_group, status_of
-    from nfd.master.metrics import Metrics
-    from nfd.master.service import MasterService
+    from nfd.master.core.metrics import Metrics
+    from nfd.master.decisions.decide import Decider
+    from nfd.master.decisions.service import MasterService
+    from nfd.master.watches.groups import GroupManager, parse_group, status_of
     from nfd.policy import Policy
     from tests.fakeapi import FakeApiServer
 
@@ -202,8 +202,8 @@ def bench_group(n: int) -> None:
         one_s = time.perf_counter() - t0
         # And that status written through the real client to the fake API server.
         with FakeApiServer() as fake:
-            from nfd.master.kube import KubeApi
-            from nfd.master.settings import KubeSettings
+            from nfd.master.core.kube import KubeApi
+            from nfd.master.core.settings import KubeSettings
 
             fake.objects.create("nodefeaturegroups", {"apiVersion": "nfd.k8s-sigs.io/v1alpha1",
                                 "kind": "NodeFeatureGroup", **group}, "default")  # fmt: skip

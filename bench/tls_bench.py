@@ -1,7 +1,7 @@
 """What TLS (now the default) costs the master; prints figures.
 
 The same master (``--no-publish --no-auth``, pinned to CPU 0) served once with the
-certificate it would make for itself (ECDSA P-256, from nfd.master.certs) and once with
+certificate it would make for itself (ECDSA P-256, from nfd.master.security.certs) and once with
 ``--no-tls``; the client runs on CPU 1. Blocks alternate between the two, several
 rounds, and medians are compared within the run, both as requests per wall second and
 as the master's CPU time per request (the machine may be shared with other work):
@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.master_bench import cpu_s, free_port, start_master, stop
-from nfd.master import certs
+from nfd.master.security import certs
 
 NODE = "bench-node"
 

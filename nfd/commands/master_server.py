@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
+    from nfd.master.core.settings import MasterSettings
     from nfd.master.runtime import Runtime
-    from nfd.master.settings import MasterSettings
-    from nfd.master.tls import ServingFiles
+    from nfd.master.security.tls import ServingFiles
 
 
 def serve(app: ASGIApp, settings: MasterSettings, runtime: Runtime) -> int:
@@ -38,7 +38,7 @@ def serve(app: ASGIApp, settings: MasterSettings, runtime: Runtime) -> int:
         # self-signed certificate of your own).
         runtime.forwarder.ca_file = str(files.ca or files.cert)
     if files is not None and runtime.forwarder.server_name is None:
-        from nfd.master.certs import first_dns_name
+        from nfd.master.security.certs import first_dns_name
 
         # The leader serves the certificate we do: verify it by a name that carries
         # (an unreadable file: uvicorn says so next).
@@ -96,7 +96,7 @@ def _serving_files(settings: MasterSettings, runtime: Runtime) -> ServingFiles |
     from nfd.backoff import Backoff
     from nfd.cli import CliError
     from nfd.kube.errors import ApiError
-    from nfd.master.tls import ServingFiles, TLSError, ensure_certificate, write_files
+    from nfd.master.security.tls import ServingFiles, TLSError, ensure_certificate, write_files
 
     log = logging.getLogger("nfd.master")
     t = settings.tls
@@ -170,7 +170,7 @@ def _server_class() -> type:
             if self.renew is not None and self.config.ssl is not None:
                 from functools import partial
 
-                from nfd.master.tls import RENEW_EVERY_S, RENEW_JOB_ID, renew_checked
+                from nfd.master.security.tls import RENEW_EVERY_S, RENEW_JOB_ID, renew_checked
 
                 jobs, api, settings, files = self.renew
                 renew = partial(renew_checked, api, settings, files, self.config.ssl)
@@ -178,7 +178,7 @@ def _server_class() -> type:
 
         async def shutdown(self, sockets: Any = None) -> None:
             if self.renew is not None:
-                from nfd.master.tls import RENEW_JOB_ID
+                from nfd.master.security.tls import RENEW_JOB_ID
 
                 self.renew[0].cancel(RENEW_JOB_ID)
             if self.step_down is not None:

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     import argparse
     from pathlib import Path
 
-    from nfd.master.settings import MasterSettings
+    from nfd.master.core.settings import MasterSettings
 
 _DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
@@ -18,7 +18,7 @@ _DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 def settings_from_args(args: argparse.Namespace) -> MasterSettings:
     """Settings: defaults < environment (NFD_MASTER_*) < config file < flags."""
     from nfd.cli import CliError
-    from nfd.master.settings import MasterSettings
+    from nfd.master.core.settings import MasterSettings
     from nfd.settings import ConfigError
 
     try:

@@ -40,9 +40,9 @@ def run(args: argparse.Namespace) -> int:
     from nfd.commands._common import api_client
     from nfd.devices.config import DEFAULT_DRIVER_NAME, driver_name_error
     from nfd.kube.errors import ApiError
-    from nfd.master.kube import KubeApi
-    from nfd.master.prune import Pruner
-    from nfd.master.settings import KubeSettings
+    from nfd.master.core.kube import KubeApi
+    from nfd.master.core.settings import KubeSettings
+    from nfd.master.publishing.prune import Pruner
 
     drivers = tuple(dict.fromkeys(args.dra_driver or [DEFAULT_DRIVER_NAME]))
     for d in drivers:

@@ -18,7 +18,7 @@ from typing import Any
 
 from nfd.decision import KINDS, Decision, decide
 from nfd.features import Features
-from nfd.master.decide import ALL, recorded
+from nfd.master.decisions.decide import ALL, recorded
 from nfd.policy import Policy
 from nfd.rules import RuleSet, evaluate, load_rulesets
 

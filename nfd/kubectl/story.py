@@ -56,7 +56,7 @@ def row_from_master(item: Mapping[str, Any]) -> Row:
 
 
 def row_from_node(node: Mapping[str, Any]) -> Row:
-    from nfd.master.prune import plan
+    from nfd.master.publishing.prune import plan
 
     p = plan(node)
     return Row(
@@ -135,7 +135,7 @@ def node_text(doc: Mapping[str, Any]) -> str:
 
 def node_text_from_object(node: Mapping[str, Any]) -> str:
     """What nfd wrote on the Node, by its ownership annotations (no origins, no reasons)."""
-    from nfd.master.prune import plan
+    from nfd.master.publishing.prune import plan
 
     p = plan(node)
     labels = (node.get("metadata") or {}).get("labels") or {}

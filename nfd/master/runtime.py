@@ -9,23 +9,23 @@ from dataclasses import dataclass, field
 
 from nfd.kube.config import NoClusterError, load
 from nfd.kube.heavy import api_client as make_api_client
-from nfd.master.auth import Authenticator
-from nfd.master.decide import Decider
-from nfd.master.gc import GarbageCollector
-from nfd.master.groups import GroupManager
-from nfd.master.jobs import Jobs
-from nfd.master.kube import KubeApi
-from nfd.master.leader import LeaderElector
-from nfd.master.metrics import Metrics
-from nfd.master.nodefeatures import NodeFeatureWatcher
-from nfd.master.peers import Forwarder
-from nfd.master.podwatch import PodWatch
-from nfd.master.publisher import KubePublisher, MemoryPublisher
-from nfd.master.readauth import ReadAuthorizer
-from nfd.master.replica import PeerAuth, Replica
-from nfd.master.rulewatch import RuleWatcher
-from nfd.master.service import MasterService
-from nfd.master.settings import MasterSettings
+from nfd.master.core.jobs import Jobs
+from nfd.master.core.kube import KubeApi
+from nfd.master.core.metrics import Metrics
+from nfd.master.core.settings import MasterSettings
+from nfd.master.decisions.decide import Decider
+from nfd.master.decisions.service import MasterService
+from nfd.master.publishing.publisher import KubePublisher, MemoryPublisher
+from nfd.master.replication.leader import LeaderElector
+from nfd.master.replication.peers import Forwarder
+from nfd.master.replication.replica import PeerAuth, Replica
+from nfd.master.security.auth import Authenticator
+from nfd.master.security.readauth import ReadAuthorizer
+from nfd.master.watches.gc import GarbageCollector
+from nfd.master.watches.groups import GroupManager
+from nfd.master.watches.nodefeatures import NodeFeatureWatcher
+from nfd.master.watches.podwatch import PodWatch
+from nfd.master.watches.rulewatch import RuleWatcher
 from nfd.policy import Policy
 from nfd.settings import ConfigError
 from nfd.sources import FeatureSource, default_registry

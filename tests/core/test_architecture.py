@@ -1,6 +1,7 @@
 """The house as a test: every import in nfd/ against the "may import" table of
-docs/architecture.md, read from the doc so that the doc stays the one statement of it;
-no cycles between rooms, and between modules or packages only the listed ones; no room
+docs/architecture.md, read from the doc so that the doc stays the one statement of it,
+and every import between the master's own rooms against the doc's table of those; no
+cycles between rooms, and between modules or packages only the listed ones; no room
 reaching into another's private modules; the node's processes never loading the master; no
 module past 400 lines but the listed tables.
 
@@ -111,17 +112,21 @@ def targets(node: ast.AST, package: str) -> Iterator[str]:
         yield from subs
 
 
-@cache
-def table() -> tuple[Row, ...]:
+def table_rows(header: str) -> Iterator[tuple[str, str]]:
+    """The first and last cells of each row of the doc's table under ``header``."""
     text = DOC.read_text()
-    header = text.index("| room | what lives there | may import |")
-    rows: list[Row] = []
-    for line in text[header:].splitlines()[2:]:
+    for line in text[text.index(header) :].splitlines()[2:]:
         if not line.startswith("|"):
             break
         cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        assert len(cells) == 3, f"architecture.md: a row of the rooms table without 3 cells: {line[:60]}"
-        first, last = cells[0], cells[-1]
+        assert len(cells) == 3, f"architecture.md: a row of a rooms table without 3 cells: {line[:60]}"
+        yield cells[0], cells[-1]
+
+
+@cache
+def table() -> tuple[Row, ...]:
+    rows: list[Row] = []
+    for first, last in table_rows("| room | what lives there | may import |"):
         rooms = frozenset(
             room_of(module_name(REPO / p.rstrip("/")))
             if p.endswith(".py")
@@ -172,9 +177,7 @@ def test_every_module_of_nfd_has_a_row_and_every_row_names_real_modules() -> Non
 def test_the_third_party_names_of_the_table_are_real_packages() -> None:
     # A room misspelled in the last column would read as a third-party name and allow
     # nothing: every name that is not a room must be importable.
-    text = DOC.read_text()
-    lines = text[text.index("| room | what lives there | may import |") :].splitlines()[2:]
-    last = [line.rsplit(" | ", 1)[-1] for line in lines if line.startswith("|")]
+    last = [cell for _, cell in table_rows("| room | what lives there | may import |")]
     others = {n.split(".")[0] for cell in last for n in re.findall(r"`([\w.]+)`", cell) if not is_room(n)}
     assert others, "the table names no third-party package: is it still parsed?"
     assert sorted(n for n in others if importlib.util.find_spec(n) is None) == []
@@ -260,6 +263,79 @@ def test_the_known_debt_is_still_owed() -> None:
     present = {(imp.importer, imp.target) for imp in imports()}
     assert sorted(set(KNOWN_DEBT) - present) == []
     assert all(not allowed(Import(a, b, "")) or private(Import(a, b, "")) for a, b in KNOWN_DEBT)
+
+
+# -- the master's own rooms --------------------------------------------------------
+
+MASTER_HEADER = "| master room | what lives there | may import |"
+
+
+def master_room_of(module: str) -> str:
+    """The master's room of one of its modules: its package below nfd/master
+    (``nfd.master.core.state`` -> ``core``), or the module itself when it lies in
+    nfd/master (``nfd.master.runtime`` -> ``runtime``; the package -> ``__init__``)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def master_modules() -> list[str]:
+    return [module_name(p) for p in sorted((NFD / "master").rglob("*.py"))]
+
+
+@cache
+def master_table() -> dict[str, frozenset[str]]:
+    """Each of the master's rooms -> the master's rooms it may import (its own aside)."""
+    rooms = {master_room_of(m) for m in master_modules()}
+    out: dict[str, frozenset[str]] = {}
+    for first, last in table_rows(MASTER_HEADER):
+        named = frozenset(re.findall(r"`([\w.]+)`", last))
+        assert sorted(named - rooms) == [], f"names in the master's table that are none of its rooms: {last}"
+        for path in re.findall(r"`(nfd/master/[\w/.]*)`", first):
+            out[master_room_of(module_name(REPO / path.rstrip("/")))] = named
+    return out
+
+
+def master_imports() -> list[tuple[str, str, Import]]:
+    """(importer's room, imported room, import) for each import between two of the
+    master's rooms."""
+    out = []
+    for imp in imports():
+        if room_of(imp.importer) == "master" and room_of(imp.target) == "master":
+            a, b = master_room_of(imp.importer), master_room_of(imp.target)
+            if a != b:
+                out.append((a, b, imp))
+    return out
+
+
+def test_every_module_of_the_master_has_a_row_of_its_rooms_and_every_row_names_real_ones() -> None:
+    rooms = {master_room_of(m) for m in master_modules()}
+    assert {"core", "api", "runtime"} <= rooms  # the walk found the rooms
+    assert sorted(rooms - master_table().keys()) == [], "rooms missing from the master's table"
+    assert sorted(master_table().keys() - rooms) == [], "rows of the master's table naming no module"
+
+
+def test_the_masters_table_points_only_down() -> None:
+    # Read as a graph, the table itself has no cycle: its rooms are layers, the core at
+    # the bottom, the app at the top.
+    graph = {room: set(allowed) for room, allowed in master_table().items()}
+    assert [c for c in strongly_connected(graph) if len(c) > 1] == []
+
+
+def test_every_import_between_the_masters_rooms_is_one_its_table_allows() -> None:
+    assert len(master_imports()) > 50  # the walk found them
+    broken = sorted(
+        f"{imp.where}: {imp.importer} imports {imp.target}"
+        for a, b, imp in master_imports()
+        if b not in master_table()[a]
+    )
+    assert broken == [], "imports the master's table in docs/architecture.md does not allow"
+
+
+def test_no_import_cycles_between_the_masters_rooms() -> None:
+    graph: dict[str, set[str]] = {}
+    for a, b, _ in master_imports():
+        graph.setdefault(a, set()).add(b)
+    assert [c for c in strongly_connected(graph) if len(c) > 1] == []
 
 
 def test_no_module_is_longer_than_the_house_allows() -> None:

@@ -312,8 +312,8 @@ def test_worker_reaches_the_master_service(built: dict[str, list[dict[str, Any]]
 def test_worker_verifies_the_master_against_the_ca_it_publishes(
     built: dict[str, list[dict[str, Any]]], overlay: str
 ) -> None:
-    from nfd.master.settings import TLSSettings
-    from nfd.master.tls import CA_KEY, dns_names
+    from nfd.master.core.settings import TLSSettings
+    from nfd.master.security.tls import CA_KEY, dns_names
 
     docs = built[overlay]
     spec = pod_spec(find(docs, "DaemonSet", "nfd-worker"))

@@ -19,7 +19,7 @@ from nfd.kube.config import Credentials
 from nfd.kube.heavy import HeavyTransport, api_client
 from nfd.kube.light import LightTransport
 from nfd.kube.transport import Transport, path
-from nfd.master.certs import issue, new_ca
+from nfd.master.security.certs import issue, new_ca
 
 
 class Answer(BaseHTTPRequestHandler):

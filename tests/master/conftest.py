@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from nfd.master.api.app import create_app
+from nfd.master.core.settings import MasterSettings
 from nfd.master.runtime import build_runtime
-from nfd.master.settings import MasterSettings
 
 from .helpers import FixtureSource, serve
 

@@ -13,8 +13,8 @@ import httpx
 from nfd.kube.config import Credentials
 from nfd.kube.heavy import api_client as make_api_client
 from nfd.master.api.app import create_app
+from nfd.master.core.settings import MasterSettings
 from nfd.master.runtime import Runtime, build_runtime
-from nfd.master.settings import MasterSettings
 
 from .helpers import FixtureSource, features_with, serve
 

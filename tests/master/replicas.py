@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from nfd.master import certs
+from nfd.master.security import certs
 
 REPO = Path(__file__).resolve().parents[2]
 NS = "node-feature-discovery"

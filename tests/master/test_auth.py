@@ -13,8 +13,8 @@ import pytest
 
 from nfd.kube.errors import ApiError
 from nfd.master.api.app import create_app
-from nfd.master.auth import Authenticator
 from nfd.master.runtime import build_runtime
+from nfd.master.security.auth import Authenticator
 
 from .conftest import memory_settings
 from .helpers import FixtureSource, features_with, serve

@@ -1,4 +1,4 @@
-"""The master's certificate in the cluster (nfd.master.tls.ensure_certificate against the
+"""The master's certificate in the cluster (nfd.master.security.tls.ensure_certificate against the
 fake API server over real HTTP): made once, reused, re-issued from the same CA when near
 its end or missing a name, replaced when unusable, and written under conflicts."""
 
@@ -18,10 +18,10 @@ from cryptography.hazmat.primitives import serialization
 
 from nfd.kube.config import Credentials
 from nfd.kube.heavy import api_client as make_api_client
-from nfd.master import certs
-from nfd.master.kube import KubeApi
-from nfd.master.settings import KubeSettings, TLSSettings
-from nfd.master.tls import IPS, TLSError, dns_names, ensure_certificate, renew_once, write_files
+from nfd.master.core.kube import KubeApi
+from nfd.master.core.settings import KubeSettings, TLSSettings
+from nfd.master.security import certs
+from nfd.master.security.tls import IPS, TLSError, dns_names, ensure_certificate, renew_once, write_files
 
 NS = "node-feature-discovery"
 NOW = dt.datetime.now(dt.UTC)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from nfd.features import Features
-from nfd.master.featurestore import FeatureStore, GroupCache, encode
+from nfd.master.core.featurestore import FeatureStore, GroupCache, encode
 
 
 def sample(extra: str = "") -> Features:

@@ -43,10 +43,10 @@ def test_gc_deletes_objects_of_gone_nodes_on_its_schedule(fake_api):
 
 
 async def test_only_the_leader_collects(fake_api):
-    from nfd.master.gc import GarbageCollector
-    from nfd.master.kube import KubeApi
-    from nfd.master.nodefeatures import NodeFeatureIndex
-    from nfd.master.settings import KubeSettings
+    from nfd.master.core.kube import KubeApi
+    from nfd.master.core.settings import KubeSettings
+    from nfd.master.watches.gc import GarbageCollector
+    from nfd.master.watches.nodefeatures import NodeFeatureIndex
     from nfd.nodefeature import parse
 
     fake_api.objects.create("nodefeatures", nf("orphan", "gone", "gpu"), "gpu")
@@ -82,11 +82,11 @@ async def test_gc_counts_deletions_and_failures_by_kind(fake_api):
     """Upstream nfd-gc's two series, served with the master's metrics."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    from nfd.master.gc import GarbageCollector
-    from nfd.master.kube import KubeApi
-    from nfd.master.metrics import Metrics
-    from nfd.master.nodefeatures import NodeFeatureIndex
-    from nfd.master.settings import KubeSettings
+    from nfd.master.core.kube import KubeApi
+    from nfd.master.core.metrics import Metrics
+    from nfd.master.core.settings import KubeSettings
+    from nfd.master.watches.gc import GarbageCollector
+    from nfd.master.watches.nodefeatures import NodeFeatureIndex
     from nfd.nodefeature import parse
 
     idx = NodeFeatureIndex()

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from nfd.features import Features
-from nfd.master.groups import STATUS_BUDGET, status_of
+from nfd.master.watches.groups import STATUS_BUDGET, status_of
 from tests.fakeapi.errors import ApiError
 from tests.master.kubehelpers import kube_master, wait_for
 

@@ -112,7 +112,7 @@ def test_follower_takes_over_without_resend_or_rewrite(fake_api, caplog):
         assert b.view("n2")["digest"] == a.view("n2")["digest"]
         transitions = fake_api.lease(LEASE, NS)["spec"].get("leaseTransitions", 0)
         mark = fake_api.log.mark()
-        with caplog.at_level(logging.INFO, logger="nfd.master.leader"):
+        with caplog.at_level(logging.INFO, logger="nfd.master.replication.leader"):
             a_stack.close()  # a stops and releases the lease
         assert any("releases the lease" in r.message and r.levelno == logging.INFO for r in caplog.records)
         assert not any("lost the lease" in r.message for r in caplog.records)

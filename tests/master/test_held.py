@@ -13,11 +13,11 @@ from types import SimpleNamespace
 from typing import Any
 
 from nfd.config import WorkerConfig
-from nfd.master.decide import Decider
-from nfd.master.leader import URL_ANNOTATION
-from nfd.master.metrics import Metrics
-from nfd.master.replica import Replica, own_key
-from nfd.master.service import MasterService
+from nfd.master.core.metrics import Metrics
+from nfd.master.decisions.decide import Decider
+from nfd.master.decisions.service import MasterService
+from nfd.master.replication.leader import URL_ANNOTATION
+from nfd.master.replication.replica import Replica, own_key
 from nfd.policy import Policy
 
 from .helpers import FixtureSource, features_with
@@ -129,7 +129,7 @@ def test_an_unreachable_leader_is_logged_as_it_starts_and_as_it_ends(fake_api, c
     lines = [
         (r.levelname, r.getMessage())
         for r in caplog.records
-        if r.name in ("nfd.master.peers", "nfd.master.replica", "nfd.master.forward")
+        if r.name in (f"nfd.master.replication.{m}" for m in ("peers", "replica", "forward"))
     ]
     assert len(lines) == 2, lines
     (start_level, start), (end_level, end) = lines

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from nfd.master.jobs import Jobs
+from nfd.master.core.jobs import Jobs
 
 
 async def test_a_job_runs_in_the_loop_and_stop_cancels_a_running_one() -> None:

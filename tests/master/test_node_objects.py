@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from nfd.config import WorkerConfig
 from nfd.features import Features
-from nfd.master.decide import Decider
-from nfd.master.metrics import Metrics
-from nfd.master.service import MasterService
+from nfd.master.core.metrics import Metrics
+from nfd.master.decisions.decide import Decider
+from nfd.master.decisions.service import MasterService
 from nfd.nodefeature import NodeFeatureObject
 from nfd.policy import Policy
 from nfd.rules import load_rulesets

@@ -7,10 +7,10 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from nfd.master.kube import KubeApi
-from nfd.master.nodefeatures import NodeFeatureIndex, NodeFeatureWatcher
-from nfd.master.patches import LABELS_ANN
-from nfd.master.settings import KubeSettings
+from nfd.master.core.kube import KubeApi
+from nfd.master.core.settings import KubeSettings
+from nfd.master.publishing.patches import LABELS_ANN
+from nfd.master.watches.nodefeatures import NodeFeatureIndex, NodeFeatureWatcher
 from nfd.nodefeature import NodeFeatureObject, parse
 from tests.fakeapi import FakeApiServer
 from tests.fakeapi.resources import NODE_FEATURES

@@ -7,7 +7,15 @@ import json
 import pytest
 
 from nfd.decision import Decision
-from nfd.master.patches import ER_ANN, LABELS_ANN, TAINTS_ANN, escape, node_patch, observe, status_patch
+from nfd.master.publishing.patches import (
+    ER_ANN,
+    LABELS_ANN,
+    TAINTS_ANN,
+    escape,
+    node_patch,
+    observe,
+    status_patch,
+)
 from nfd.policy import Taint
 
 from .helpers import apply_json_patch

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from nfd.features import Features
-from nfd.master import certs
+from nfd.master.security import certs
 from tests.master.replicas import Pod, dns_only_certificate
 
 

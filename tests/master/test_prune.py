@@ -14,8 +14,8 @@ import yaml
 from nfd.cli import main
 from nfd.devices.config import DEFAULT_DRIVER_NAME
 from nfd.features import Features
-from nfd.master.patches import ANNOTATIONS_ANN, ER_ANN, LABELS_ANN, TAINTS_ANN
-from nfd.master.prune import plan
+from nfd.master.publishing.patches import ANNOTATIONS_ANN, ER_ANN, LABELS_ANN, TAINTS_ANN
+from nfd.master.publishing.prune import plan
 from nfd.nodefeature import for_worker
 from tests.fakeapi import node_object
 from tests.fakeapi.patch import apply_json_patch

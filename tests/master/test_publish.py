@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nfd.master.patches import ER_ANN, LABELS_ANN
+from nfd.master.publishing.patches import ER_ANN, LABELS_ANN
 
 from .kubehelpers import kube_master, wait_for
 

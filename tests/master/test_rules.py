@@ -112,9 +112,9 @@ def test_a_node_submitted_right_after_a_rule_change_gets_the_new_rules() -> None
     import yaml
 
     from nfd.config import WorkerConfig
-    from nfd.master.decide import Decider
-    from nfd.master.metrics import Metrics
-    from nfd.master.service import MasterService
+    from nfd.master.core.metrics import Metrics
+    from nfd.master.decisions.decide import Decider
+    from nfd.master.decisions.service import MasterService
     from nfd.policy import Policy
 
     from .helpers import FixtureSource
@@ -149,9 +149,9 @@ def test_a_rule_change_reaches_every_node_while_nodes_change_and_go() -> None:
     import yaml
 
     from nfd.config import WorkerConfig
-    from nfd.master.decide import Decider
-    from nfd.master.metrics import Metrics
-    from nfd.master.service import MasterService
+    from nfd.master.core.metrics import Metrics
+    from nfd.master.decisions.decide import Decider
+    from nfd.master.decisions.service import MasterService
     from nfd.policy import Policy
 
     from .helpers import FixtureSource

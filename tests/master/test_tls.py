@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from nfd.master import certs
+from nfd.master.security import certs
 from tests.worker.worker_helpers import HostTree, run_cli
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The list-then-watch loop (``nfd.master.watch``) on a scripted API: what it lists,
+"""The list-then-watch loop (``nfd.master.core.watch``) on a scripted API: what it lists,
 the resourceVersion each watch starts from, and when it lists again. The watchers on
 top of it run against the fake API server (test_nodefeatures.py, test_cluster.py,
 test_revocation.py, test_nodewatch.py)."""
@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from nfd.kube.errors import make
-from nfd.master.kube import Resource
-from nfd.master.watch import ListWatch, Pages
+from nfd.master.core.kube import Resource
+from nfd.master.core.watch import ListWatch, Pages
 
 from .kubehelpers import until
 

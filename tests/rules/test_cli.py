@@ -130,7 +130,7 @@ def test_what_rules_test_reports_is_what_the_master_decides(tmp_path: Path, enab
 
     from nfd.config import WorkerConfig
     from nfd.features import Features
-    from nfd.master.decide import Decider
+    from nfd.master.decisions.decide import Decider
     from nfd.policy import Policy
     from nfd.rules import load_rulesets
 

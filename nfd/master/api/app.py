@@ -14,10 +14,10 @@ from starlette.types import ASGIApp
 
 from nfd import __version__
 from nfd.master.api import features, health, nodes, replication, workers
-from nfd.master.bodylimit import BodyLimit
-from nfd.master.forward import LeaderForward
+from nfd.master.core.bodylimit import BodyLimit
+from nfd.master.core.settings import MasterSettings
+from nfd.master.replication.forward import LeaderForward
 from nfd.master.runtime import Runtime, build_runtime
-from nfd.master.settings import MasterSettings
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Request, params
 
-from nfd.master.auth import AuthError
-from nfd.master.readauth import METRICS, NODES_GET, NODES_LIST, Access
 from nfd.master.runtime import Runtime
+from nfd.master.security.auth import AuthError
+from nfd.master.security.readauth import METRICS, NODES_GET, NODES_LIST, Access
 
 
 async def get_runtime(request: Request) -> Runtime:

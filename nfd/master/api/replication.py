@@ -1,6 +1,7 @@
-"""The leader's side of replication (nfd/master/replica.py): a follower sends what it
-holds, the leader answers the features it lacks; a follower hands over what it held
-while it could not forward, the leader takes what is not older than its own."""
+"""The leader's side of replication (nfd/master/replication/replica.py): a follower
+sends what it holds, the leader answers the features it lacks; a follower hands over
+what it held while it could not forward, the leader takes what is not older than its
+own."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from nfd.master.api import jsonbody
 from nfd.master.api.deps import RuntimeDep
 from nfd.master.api.models import HeldRequest, HeldResponse
-from nfd.master.replica import HELD_PATH, PAGE, PATH, node_item, take_held, wanted
+from nfd.master.replication.replica import HELD_PATH, PAGE, PATH, node_item, take_held, wanted
 from nfd.master.runtime import Runtime
 
 router = APIRouter(tags=["replication"])

@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from nfd.master.state import NodeRecord
+from nfd.master.core.state import NodeRecord
 
 
 def _ts(t: Any) -> str | None:

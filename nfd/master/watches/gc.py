@@ -10,11 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nfd.kube.errors import ApiError
-from nfd.master.jobs import Jobs
-from nfd.master.kube import NODES, KubeApi
-from nfd.master.metrics import Metrics
-from nfd.master.nodefeatures import NodeFeatureIndex
-from nfd.master.service import MasterService
+from nfd.master.core.jobs import Jobs
+from nfd.master.core.kube import NODES, KubeApi
+from nfd.master.core.metrics import Metrics
+from nfd.master.decisions.service import MasterService
+from nfd.master.watches.nodefeatures import NodeFeatureIndex
 from nfd.nodefeature import GROUP, PLURAL, VERSION
 
 log = logging.getLogger(__name__)

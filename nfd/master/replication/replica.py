@@ -26,33 +26,39 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from nfd.master.peers import LeaderUnreachable, Outage
-from nfd.master.state import NodeRecord, NodeStore
+from nfd.master.core.state import NodeRecord, NodeStore
+from nfd.master.replication.peers import LeaderUnreachable, Outage
 
 if TYPE_CHECKING:
-    from nfd.master.auth import Authenticator
-    from nfd.master.jobs import Jobs
-    from nfd.master.kube import KubeApi
-    from nfd.master.leader import LeaderElector
-    from nfd.master.peers import Forwarder
-    from nfd.master.service import MasterService
-    from nfd.master.settings import MasterSettings
+    from nfd.master.core.jobs import Jobs
+    from nfd.master.core.kube import KubeApi
+    from nfd.master.core.settings import MasterSettings
+    from nfd.master.decisions.service import MasterService
+    from nfd.master.replication.leader import LeaderElector
+    from nfd.master.replication.peers import Forwarder
 
 log = logging.getLogger(__name__)
 
 
-class MasterParts(Protocol):
-    """The parts of the master's runtime (nfd.master.runtime.Runtime) a replica uses,
-    named here so that this module does not import the runtime that builds it."""
+class PeerParts(Protocol):
+    """What the leader's check of a replica reads of the master's runtime
+    (nfd.master.runtime.Runtime), named here so that this module does not import it."""
+
+    @property
+    def settings(self) -> MasterSettings: ...
+    @property
+    def api(self) -> KubeApi | None: ...
+    @property
+    def authenticator(self) -> object | None: ...  # whether workers authenticate: peers too
+
+
+class ReplicaParts(Protocol):
+    """What a follower's copying uses of the master's runtime."""
 
     @property
     def settings(self) -> MasterSettings: ...
     @property
     def service(self) -> MasterService: ...
-    @property
-    def api(self) -> KubeApi | None: ...
-    @property
-    def authenticator(self) -> Authenticator | None: ...
     @property
     def elector(self) -> LeaderElector | None: ...
     @property
@@ -145,7 +151,7 @@ class PeerAuth:
 
     TTL_S = 10.0
 
-    def __init__(self, rt: MasterParts) -> None:
+    def __init__(self, rt: PeerParts) -> None:
         self.rt = rt
         self._ok: dict[str, float] = {}  # token -> until (monotonic)
 
@@ -181,7 +187,7 @@ class Replica:
     """The follower's side: a periodic job (``jobs``) that pulls from the leader while
     this replica follows."""
 
-    def __init__(self, rt: MasterParts) -> None:
+    def __init__(self, rt: ReplicaParts) -> None:
         self.rt = rt
         self.taken = 0  # nodes taken from the leader
         self.synced = False  # one full copy made since this replica started

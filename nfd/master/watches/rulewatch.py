@@ -1,5 +1,5 @@
 """Where the rules come from: YAML files in ``--rules-dir`` and, unless turned off,
-NodeFeatureRule objects in the cluster (listed, then watched: ``nfd.master.watch``).
+NodeFeatureRule objects in the cluster (listed, then watched: ``nfd.master.core.watch``).
 Every change hands the whole rule list to ``on_change``."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nfd.master.kube import KubeApi, Resource
-from nfd.master.metrics import Metrics
-from nfd.master.settings import RulesSettings
-from nfd.master.watch import ListWatch, Pages
+from nfd.master.core.kube import KubeApi, Resource
+from nfd.master.core.metrics import Metrics
+from nfd.master.core.settings import RulesSettings
+from nfd.master.core.watch import ListWatch, Pages
 from nfd.rules import RuleSet, load_rulesets
 
 log = logging.getLogger(__name__)

@@ -16,12 +16,12 @@ from typing import Any
 from nfd.canonical import Encoded, GroupCache
 from nfd.decision import Decision
 from nfd.features import Features
-from nfd.master.decide import Decider
-from nfd.master.featurestore import encode
-from nfd.master.metrics import Metrics
-from nfd.master.nodefeatures import Kept, ObjectKeeper
-from nfd.master.publisher import MemoryPublisher, Publisher
-from nfd.master.state import NodeRecord, NodeStore, now, shared
+from nfd.master.core.featurestore import encode
+from nfd.master.core.metrics import Metrics
+from nfd.master.core.objects import Kept, ObjectKeeper
+from nfd.master.core.state import NodeRecord, NodeStore, now, shared
+from nfd.master.decisions.decide import Decider
+from nfd.master.publishing.publisher import MemoryPublisher, Publisher
 from nfd.nodefeature import NodeFeatureObject, merge
 from nfd.rules import RuleSet
 
@@ -68,7 +68,7 @@ class MasterService:
         self._last_reeval = 0.0
         self.min_reeval_interval = 1.0
         self.rules_synced = True
-        # Per node, from its NodeFeature objects (nfd.master.nodefeatures): the objects
+        # Per node, from its NodeFeature objects (nfd.master.watches.nodefeatures): the objects
         # (their features in the store), and the labels they ask for (qualified name ->
         # value).
         self.objects = ObjectKeeper(self.store.features)

@@ -21,7 +21,7 @@ from nfd.backoff import Backoff
 from nfd.kube.errors import ApiError
 from nfd.kube.heavy import from_exception
 from nfd.kube.listwatch import WatchLoop
-from nfd.master.kube import KubeApi, Resource
+from nfd.master.core.kube import KubeApi, Resource
 
 log = logging.getLogger(__name__)
 

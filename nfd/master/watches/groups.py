@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nfd.kube.errors import ApiError
-from nfd.master.kube import KubeApi, Resource
-from nfd.master.service import MasterService
-from nfd.master.watch import ListWatch, Pages, object_key
+from nfd.master.core.kube import KubeApi, Resource
+from nfd.master.core.watch import ListWatch, Pages, object_key
+from nfd.master.decisions.service import MasterService
 from nfd.rules.evaluate import FeatureView, execute
 from nfd.rules.expressions import EvalError
 from nfd.rules.model import Rule, RuleParseError, parse_rule

@@ -1,23 +1,18 @@
 """NodeFeature objects in the cluster (all namespaces), listed then watched
-(``nfd.master.watch``), indexed by node. Each change hands the node's objects to
-``on_node``.
-
-Objects are kept with their features in the feature store (``Kept``), not as parsed: a
-fleet's objects are mostly the same groups (upstream saw ~130 kB objects at 4,000 nodes,
-#1802), held once there, where parsed each would cost several times its JSON."""
+(``nfd.master.core.watch``), indexed by node. Each change hands the node's objects to
+``on_node``. Objects are kept with their features in the feature store
+(``nfd.master.core.objects``), not as parsed."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from nfd.canonical import GroupCache
-from nfd.features import Features
-from nfd.master.featurestore import FeatureStore, encode
-from nfd.master.kube import KubeApi, Resource
-from nfd.master.watch import ListWatch, Pages, object_key
+from nfd.master.core.featurestore import FeatureStore
+from nfd.master.core.kube import KubeApi, Resource
+from nfd.master.core.objects import Kept, ObjectKeeper
+from nfd.master.core.watch import ListWatch, Pages, object_key
 from nfd.nodefeature import GROUP, PLURAL, VERSION, NodeFeatureError, NodeFeatureObject, parse
 
 log = logging.getLogger(__name__)
@@ -28,50 +23,6 @@ Key = tuple[str, str]  # (namespace, name)
 # of them (the Nodes' page size) hundreds of MB of Python objects at once, which the
 # process keeps as its high-water mark; 50 a page is 6.5 MB of JSON at that size.
 PAGE_SIZE_MAX = 50
-
-
-@dataclass(frozen=True, slots=True)
-class Kept:
-    """One object as the master keeps it: its features by digest in a feature store."""
-
-    namespace: str
-    name: str
-    node: str
-    labels: Mapping[str, str]
-    digest: str  # "" without features
-
-
-class ObjectKeeper:
-    """Objects into and out of a feature store, counted there (``release`` each kept)."""
-
-    def __init__(self, features: FeatureStore | None = None) -> None:
-        self.features = features if features is not None else FeatureStore()
-        self._groups = GroupCache()
-
-    def keep(self, obj: NodeFeatureObject) -> Kept:
-        digest = ""
-        if obj.features.names():
-            enc = encode(obj.features.to_dict(), self._groups)
-            self.features.put(enc)
-            digest = enc.digest
-        return Kept(obj.namespace, obj.name, obj.node, obj.labels, digest)
-
-    def release(self, kept: Iterable[Kept]) -> None:
-        for k in kept:
-            if k.digest:
-                self.features.release(k.digest)
-
-    def load(self, kept: Iterable[Kept]) -> list[NodeFeatureObject]:
-        return [
-            NodeFeatureObject(
-                k.namespace,
-                k.name,
-                k.node,
-                self.features.get(k.digest) if k.digest else Features(),
-                dict(k.labels),
-            )
-            for k in kept
-        ]
 
 
 class NodeFeatureIndex:

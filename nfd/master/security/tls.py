@@ -29,11 +29,11 @@ from nfd.kube.errors import (
     TooManyRequests,
     Unreachable,
 )
-from nfd.master.kube import KubeApi
-from nfd.master.settings import TLSSettings
+from nfd.master.core.kube import KubeApi
+from nfd.master.core.settings import TLSSettings
 
 if TYPE_CHECKING:
-    from nfd.master.certs import Bundle
+    from nfd.master.security.certs import Bundle
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ IPS = ["127.0.0.1", "::1"]
 
 async def ensure_certificate(api: KubeApi, s: TLSSettings) -> Bundle:
     """The serving Bundle from the Secret (made or renewed as needed), its CA published."""
-    from nfd.master import certs
+    from nfd.master.security import certs
 
     now = dt.datetime.now(dt.UTC)
     renew = dt.timedelta(days=s.renew_before_days)
@@ -194,7 +194,7 @@ async def _publish_ca(api: KubeApi, s: TLSSettings, ca_cert: bytes) -> None:
 
 
 def _bundle(secret: dict[str, Any]) -> Bundle | None:
-    from nfd.master.certs import Bundle
+    from nfd.master.security.certs import Bundle
 
     data = secret.get("data") or {}
     try:

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nfd.kube.errors import ApiError, Conflict, NotFound
-from nfd.master.kube import KubeApi
-from nfd.master.settings import LeaderSettings
+from nfd.master.core.kube import KubeApi
+from nfd.master.core.settings import LeaderSettings
 
 log = logging.getLogger(__name__)
 

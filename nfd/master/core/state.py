@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 
 from nfd.decision import Decision
-from nfd.master.featurestore import FeatureStore
+from nfd.master.core.featurestore import FeatureStore
 
 
 def now() -> datetime:

@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nfd.master.kube import KubeApi, Resource
-from nfd.master.watch import ListWatch, Pages
+from nfd.master.core.kube import KubeApi, Resource
+from nfd.master.core.watch import ListWatch, Pages
 
 # Deleted pods are remembered this long, for reviews that were under way at the time.
 TOMBSTONE_S = 120.0

@@ -1,6 +1,6 @@
 """Bringing Node objects to their records' decisions, and keeping track of what the API
 server holds: one node at a time (``sync``), every node at once from a paginated LIST
-(``resync``), and each change the Node watch (``nfd.master.watch``) reports
+(``resync``), and each change the Node watch (``nfd.master.core.watch``) reports
 (``observe_event``).
 
 What the master believes of each Node is its record's ``observed``; a node whose Node
@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nfd.master.kube import NODES, KubeApi
-from nfd.master.metrics import Metrics
-from nfd.master.patches import node_patch, observe, status_patch
-from nfd.master.state import NodeRecord, NodeStore, Observed, now
-from nfd.master.watch import Pages
+from nfd.master.core.kube import NODES, KubeApi
+from nfd.master.core.metrics import Metrics
+from nfd.master.core.state import NodeRecord, NodeStore, Observed, now
+from nfd.master.core.watch import Pages
+from nfd.master.publishing.patches import node_patch, observe, status_patch
 
 log = logging.getLogger(__name__)
 

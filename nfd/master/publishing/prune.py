@@ -21,8 +21,17 @@ from typing import Any
 from nfd.decision import Decision
 from nfd.devices.config import DEFAULT_DRIVER_NAME
 from nfd.kube.errors import ApiError, Conflict, Invalid, NotFound
-from nfd.master.kube import KubeApi, Resource
-from nfd.master.patches import TRACKING, Op, escape, node_patch, observe, owned, status_patch, taint_str_dict
+from nfd.master.core.kube import KubeApi, Resource
+from nfd.master.publishing.patches import (
+    TRACKING,
+    Op,
+    escape,
+    node_patch,
+    observe,
+    owned,
+    status_patch,
+    taint_str_dict,
+)
 from nfd.nodefeature import GROUP, NODE_NAME_LABEL, PLURAL, VERSION, WORKER_VERSION_ANNOTATION
 from nfd.policy import NFD_NS
 

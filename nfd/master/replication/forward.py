@@ -18,16 +18,18 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from nfd.master.bodylimit import read_body
-from nfd.master.peers import LeaderUnreachable
-from nfd.master.replica import own_key
+from nfd.master.core.bodylimit import read_body
+from nfd.master.replication.peers import LeaderUnreachable
+from nfd.master.replication.replica import own_key
 
 if TYPE_CHECKING:
-    from nfd.master.runtime import Runtime
+    from nfd.master.decisions.service import MasterService
+    from nfd.master.replication.peers import Forwarder
+    from nfd.master.replication.replica import Replica
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +39,24 @@ _PATH = re.compile(r"^/api/v1/nodes/([^/]+)/(heartbeat|features)$")
 _PASS = (b"authorization", b"content-type")
 
 
+class ForwardParts(Protocol):
+    """What forwarding uses of the master's runtime (nfd.master.runtime.Runtime), named
+    here so that this module does not import it."""
+
+    @property
+    def service(self) -> MasterService: ...
+    @property
+    def replica(self) -> Replica | None: ...
+    @property
+    def forwarder(self) -> Forwarder: ...
+    def leader_url(self) -> str | None: ...
+    def outcome_here(self) -> bytes: ...
+
+
 class LeaderForward:
     """ASGI middleware in front of the worker endpoints."""
 
-    def __init__(self, app: ASGIApp, runtime: Callable[[], Runtime]) -> None:
+    def __init__(self, app: ASGIApp, runtime: Callable[[], ForwardParts]) -> None:
         self.app = app
         self.runtime = runtime
 
@@ -88,7 +104,7 @@ class LeaderForward:
         await send({"type": "http.response.body", "body": payload})
 
 
-def _held(rt: Runtime, node: str, before: str) -> None:
+def _held(rt: ForwardParts, node: str, before: str) -> None:
     if rt.replica is not None:
         rt.replica.hold(node, before)
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from nfd.kube.errors import ApiError, NotFound
-from nfd.master.kube import KubeApi
-from nfd.master.metrics import Metrics
-from nfd.master.settings import AuthSettings
+from nfd.master.core.kube import KubeApi
+from nfd.master.core.metrics import Metrics
+from nfd.master.core.settings import AuthSettings
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class _Entry:
 
 
 class PodView(Protocol):
-    """What the authenticator asks of the pod watch (nfd.master.podwatch.PodWatch)."""
+    """What the authenticator asks of the pod watch (nfd.master.watches.podwatch.PodWatch)."""
 
     def vouches(self, uid: str) -> bool:
         """The watch is current and holds this pod: were it deleted, it would know."""

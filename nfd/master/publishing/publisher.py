@@ -9,14 +9,14 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from nfd.kube.errors import ApiError, NotFound
-from nfd.master.jobs import Jobs
-from nfd.master.kube import NODES, KubeApi
-from nfd.master.metrics import Metrics
-from nfd.master.nodesync import NodeSync
-from nfd.master.settings import KubeSettings
-from nfd.master.state import NodeStore, now
-from nfd.master.watch import ListWatch, Pages
-from nfd.master.workqueue import WorkQueue
+from nfd.master.core.jobs import Jobs
+from nfd.master.core.kube import NODES, KubeApi
+from nfd.master.core.metrics import Metrics
+from nfd.master.core.settings import KubeSettings
+from nfd.master.core.state import NodeStore, now
+from nfd.master.core.watch import ListWatch, Pages
+from nfd.master.publishing.nodesync import NodeSync
+from nfd.master.publishing.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nfd.decision import Decision
-from nfd.master.state import Observed, shared
+from nfd.master.core.state import Observed, shared
 from nfd.policy import FEATURE_NS, NFD_NS, Taint, parse_quantity
 
 LABELS_ANN = f"{NFD_NS}/feature-labels"

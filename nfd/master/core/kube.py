@@ -18,10 +18,10 @@ from nfd.daemonpool import DaemonPool
 from nfd.kube.errors import TooManyRequests
 from nfd.kube.heavy import count_requests, from_exception
 from nfd.kube.ratelimit import AdaptiveRate
-from nfd.master.settings import KubeSettings
+from nfd.master.core.settings import KubeSettings
 
 if TYPE_CHECKING:
-    from nfd.master.metrics import Metrics
+    from nfd.master.core.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +265,7 @@ class KubeApi:
             limited=False,
         )
 
-    # -- collections, listed and watched (``nfd.master.watch``) --------------------------
+    # -- collections, listed and watched (``nfd.master.core.watch``) --------------------------
     def _collection(self, res: Resource) -> Callable[..., Any]:
         """The generated call that lists ``res``, and watches it with ``watch=True``."""
         if res.group:

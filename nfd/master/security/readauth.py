@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from nfd.kube.errors import ApiError
-from nfd.master.auth import AuthError, bearer_token
-from nfd.master.kube import KubeApi
-from nfd.master.metrics import Metrics
-from nfd.master.settings import AuthSettings
+from nfd.master.core.kube import KubeApi
+from nfd.master.core.metrics import Metrics
+from nfd.master.core.settings import AuthSettings
+from nfd.master.security.auth import AuthError, bearer_token
 
 log = logging.getLogger(__name__)
 
