@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import NoReturn, Protocol
 
 from nfd import __version__
-from nfd.logfmt import JsonFormatter
 
 
 class CommandModule(Protocol):
@@ -56,7 +55,9 @@ LOG_FORMATS = ["text", "json"]
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The whole parser, or one with just ``only``'s arguments filled in."""
+    """The whole parser, or one with ``only`` as its one command: a command named on the
+    command line needs no other command's parser, and building the seven others would
+    be a fifth of ``nfd discover``'s parsing."""
 
     class _Parser(argparse.ArgumentParser):
         def error(self, message: str) -> None:  # type: ignore[override]
@@ -76,8 +77,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name, (_module, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
         if only is None or name == only:
+            p = sub.add_parser(name, help=help_text, description=help_text)
             command_module(name).add_arguments(p)
     return parser
 
@@ -86,7 +87,12 @@ def setup_logging(level: str, fmt: str) -> None:
     """One handler on the root logger, writing ``fmt`` ("text" or "json") lines to
     stderr, at ``level`` (debug, info, warning, error)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    if fmt == "json":
+        from nfd.logfmt import JsonFormatter  # json only for the format that writes it
+
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -125,10 +131,21 @@ def exit_at_once(code: int, prog: str) -> NoReturn:
     os._exit(code)
 
 
+def _parse(args_list: list[str], command: str | None) -> argparse.Namespace:
+    try:
+        return build_parser(only=command).parse_args(args_list)
+    except CliError:
+        if command is None:
+            raise
+        # ``command`` may not be the word argparse takes for the command (``nfd typo
+        # discover``): the whole parser's verdict, with every command in its message.
+        return build_parser().parse_args(args_list)
+
+
 def _run(args_list: list[str], command: str | None) -> int:
     prog = f"nfd {command}" if command else "nfd"
     try:
-        args = build_parser(only=command).parse_args(args_list)
+        args = _parse(args_list, command)
         setup_logging(args.log_level, args.log_format)
         return command_module(args.command).run(args)
     except CliError as e:

@@ -34,6 +34,20 @@ def test_unknown_flag() -> None:
     one_line_error(nfd("discover", "--frobnicate"), 2, "unrecognized arguments")
 
 
+def test_a_word_before_the_command_is_refused_with_every_command_listed() -> None:
+    # The command's own parser alone would list only "discover" as a choice.
+    p = nfd("warp", "discover")
+    one_line_error(p, 2, "invalid choice: 'warp'")
+    assert "'worker'" in p.stderr and "'master'" in p.stderr
+
+
+def test_log_format_json_writes_json_lines(tmp_path: Path) -> None:
+    p = nfd("--log-format", "json", "--log-level", "debug", "discover", "--host-root", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    records = [json.loads(line) for line in p.stderr.splitlines()]
+    assert records and all(r["level"] in ("debug", "info", "warning", "error") for r in records)
+
+
 def test_empty_host_tree_gives_no_error(tmp_path: Path) -> None:
     p = nfd("discover", "--host-root", str(tmp_path), "-o", "json")
     assert p.returncode == 0, p.stderr
