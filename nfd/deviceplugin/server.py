@@ -15,7 +15,7 @@ from nfd.deviceplugin.api.v1beta1 import api_pb2 as pb
 from nfd.deviceplugin.api.v1beta1 import api_pb2_grpc as pb_grpc
 from nfd.deviceplugin.preferred import preferred_allocation
 from nfd.devices.inventory import AllocationError, DeviceStatus, ResourceState
-from nfd.devices.model import HEALTHY, UNHEALTHY
+from nfd.devices.kinds.model import HEALTHY, UNHEALTHY
 from nfd.unixgrpc import SocketServer
 
 if TYPE_CHECKING:

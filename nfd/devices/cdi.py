@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nfd.devices.model import FoundDevice, cdi_name
+from nfd.devices.kinds.model import FoundDevice, cdi_name
 
 # The spec version we declare by default. Every field we write exists since 0.5.0
 # (device-node hostPath and names starting with a digit arrived then), so a resource can

@@ -46,7 +46,7 @@ from nfd.devices.configvalues import (
     template_error,
 )
 from nfd.devices.kinds import DeviceKind, KindRegistry, default_kinds
-from nfd.devices.model import DeviceNode, Mount
+from nfd.devices.kinds.model import DeviceNode, Mount
 from nfd.policy import dns_subdomain_error, qualified_name_error
 from nfd.settings import ConfigError, from_mapping, load_file
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from nfd.devices.model import DeviceNode, Mount
+from nfd.devices.kinds.model import DeviceNode, Mount
 from nfd.settings import ConfigError, from_mapping
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

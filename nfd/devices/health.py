@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nfd.devices.inventory import ResourceState
-from nfd.devices.model import HealthChange
+from nfd.devices.kinds.model import HealthChange
 from nfd.loopthread import LoopThread
 from nfd.uevents import UeventListener, UeventsUnavailable, pyudev_monitor
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from nfd.devices.config import ResourceConfig
-from nfd.devices.model import (
+from nfd.devices.kinds.model import (
     MAX_ID_LEN,
     DeviceNode,
     FoundDevice,

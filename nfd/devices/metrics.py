@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nfd.devices.inventory import ResourceState
-from nfd.devices.model import HealthChange
+from nfd.devices.kinds.model import HealthChange
 from nfd.promtext import Counter, Gauge, Registry
 
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from nfd.devices.model import FoundDevice
+from nfd.devices.kinds.model import FoundDevice
 from nfd.features import Features
 from nfd.hostfiles import attr, link_name, list_dir
 from nfd.hostroot import HostRoot

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from nfd.devices.model import FoundDevice
+from nfd.devices.kinds.model import FoundDevice
 from nfd.dra.resourceapi import api_failure, claim_path
 from nfd.hostfiles import attr
 from nfd.hostroot import HostRoot

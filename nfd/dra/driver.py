@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from nfd.backoff import Backoff
 from nfd.devices.health import HealthMonitor
 from nfd.devices.inventory import ResourceState, close_states
-from nfd.devices.model import FoundDevice
+from nfd.devices.kinds.model import FoundDevice
 from nfd.dra.slices import DraInventory, TaintPolicy
 from nfd.features import Features
 from nfd.hostroot import HostRoot

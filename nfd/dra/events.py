@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nfd.devices.inventory import ResourceState
-from nfd.devices.model import HealthChange
+from nfd.devices.kinds.model import HealthChange
 from nfd.dra.resourceapi import api_failure
 from nfd.dra.slices import device_name, rfc3339
 from nfd.kube.errors import ApiError, Forbidden

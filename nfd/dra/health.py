@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 import grpc
 
 from nfd.devices.inventory import ResourceState
-from nfd.devices.model import HealthChange
+from nfd.devices.kinds.model import HealthChange
 from nfd.dra.api.drahealth.v1alpha1 import api_pb2 as pb
 from nfd.dra.api.drahealth.v1alpha1 import api_pb2_grpc as pb_grpc
 from nfd.dra.slices import DraInventory

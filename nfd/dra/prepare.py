@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nfd.devices import cdi
-from nfd.devices.model import CdiEdits, FoundDevice, PrepareError, cdi_name
+from nfd.devices.kinds.model import CdiEdits, FoundDevice, PrepareError, cdi_name
 from nfd.dra import checkpoint
 from nfd.dra.checkpoint import CheckpointError, PreparedClaim, PreparedDevice
 from nfd.dra.claimstatus import ClaimStatusError, device_status

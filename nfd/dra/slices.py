@@ -7,7 +7,7 @@ slices it has; a consumer takes only the newest generation's slices.
 An unhealthy device stays in its slice with a taint (``<driver>/unhealthy``, the reason
 as its value) that keeps new claims off it (``NoSchedule``) or also evicts the pods
 using it (``NoExecute``); the taint goes when the device is healthy again. A device gone
-from the host (:class:`nfd.devices.model.Gone`) is withdrawn, and so is every unhealthy
+from the host (:class:`nfd.devices.kinds.model.Gone`) is withdrawn, and so is every unhealthy
 device when no taint policy is given (an API server without device taints).
 """
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nfd.devices.inventory import ResourceState
-from nfd.devices.model import FoundDevice, Gone, Partition
+from nfd.devices.kinds.model import FoundDevice, Gone, Partition
 from nfd.dra.attributes import AttributeSource
 from nfd.features import Features
 from nfd.hostroot import HostRoot

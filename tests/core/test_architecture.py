@@ -33,12 +33,7 @@ KNOWN_DEBT: dict[tuple[str, str], str] = {}
 KNOWN_CYCLES: dict[frozenset[str], str] = {}
 
 # Cycles between a package and a package inside it, each with why.
-KNOWN_PACKAGE_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"nfd.devices", "nfd.devices.kinds"}): (
-        "the config names each resource's kind (kinds) while the kinds make the inventory's "
-        "records (devices.model); the way out is the model in a package the kinds own"
-    ),
-}
+KNOWN_PACKAGE_CYCLES: dict[frozenset[str], str] = {}
 
 # The modules allowed past LONGEST lines, each with why: generated code and tables, whose
 # length is their content's, not a sign of several jobs in one file.

@@ -9,7 +9,7 @@ from kubelet_standin import wait_for
 from nfd.devices.config import parse_config
 from nfd.devices.health import HealthMonitor
 from nfd.devices.inventory import AllocationError, build_states
-from nfd.devices.model import host_file
+from nfd.devices.kinds.model import host_file
 from nfd.hostroot import HostRoot
 from tests.fakeuevents import FakeMonitor, overrun
 

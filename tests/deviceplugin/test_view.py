@@ -10,7 +10,7 @@ from fixtures import FixtureHost
 from nfd.deviceplugin import declared_resources, served_resources
 from nfd.devices.cdi import write_spec
 from nfd.devices.config import parse_config
-from nfd.devices.model import DeviceNode, FoundDevice
+from nfd.devices.kinds.model import DeviceNode, FoundDevice
 
 
 def test_served_resources_are_those_with_devices(fx: FixtureHost, tmp_path: Path) -> None:
@@ -58,7 +58,7 @@ def test_cdi_checker_catches_what_loaders_refuse() -> None:
 
 
 def test_cdi_spec_with_kind_edits_is_valid(tmp_path: Path) -> None:
-    from nfd.devices.model import CdiEdits, CdiHook, Mount
+    from nfd.devices.kinds.model import CdiEdits, CdiHook, Mount
 
     dev = FoundDevice(
         id="GPU-0",

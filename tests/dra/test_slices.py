@@ -11,7 +11,7 @@ from dra.claims import DRIVER, NODE
 
 from nfd.deviceplugin.view import served_resources
 from nfd.devices.config import DEVICE_PLUGIN, DRA, parse_config
-from nfd.devices.model import FoundDevice
+from nfd.devices.kinds.model import FoundDevice
 from nfd.dra.attributes import AttributeSource, binary_quantity, pcie_root
 from nfd.dra.classes import device_classes
 from nfd.dra.publisher import PublishError, SlicePublisher

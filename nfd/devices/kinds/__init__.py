@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
-from nfd.devices.model import FoundDevice
+from nfd.devices.kinds.model import FoundDevice
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 
@@ -67,7 +67,7 @@ class DeviceKind(Protocol):
     # when the plugin stops, for kinds that hold resources (an NVML handle, a thread);
     # ``prepare_device(device, host) -> FoundDevice`` and ``unprepare_device(device)``
     # are called by DRA's prepare and unprepare, for kinds that make something then (a
-    # MIG instance), raising nfd.devices.model.PrepareError.
+    # MIG instance), raising nfd.devices.kinds.model.PrepareError.
 
 
 class KindRegistry:

@@ -8,8 +8,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from nfd.devices.kinds.model import DeviceNode, FoundDevice
 from nfd.devices.kinds.shared import string_list
-from nfd.devices.model import DeviceNode, FoundDevice
 from nfd.features import Features
 from nfd.hostfiles import numa_above
 from nfd.hostroot import HostRoot

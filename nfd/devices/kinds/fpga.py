@@ -20,8 +20,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from nfd.devices.kinds.model import DeviceNode, FoundDevice
 from nfd.devices.kinds.shared import describe_fields, mapping, optional_hex_ids, optional_strings, pci_problem
-from nfd.devices.model import DeviceNode, FoundDevice
 from nfd.features import Features
 from nfd.hostfiles import list_dir
 from nfd.hostroot import HostRoot

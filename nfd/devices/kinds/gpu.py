@@ -47,8 +47,8 @@ from nfd.devices.kinds.gpu_devices import (
 )
 from nfd.devices.kinds.gpu_health import NvmlHealth
 from nfd.devices.kinds.gpu_selector import GpuSelector, parse_selector
+from nfd.devices.kinds.model import DeviceNode, FoundDevice, Gone, PrepareError
 from nfd.devices.kinds.shared import describe_fields, pci_problem
-from nfd.devices.model import DeviceNode, FoundDevice, Gone, PrepareError
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.hw.accel_ids import GPU_CLASSES

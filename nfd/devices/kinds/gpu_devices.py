@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from nfd.devices.kinds.gpu_selector import GpuSelector
-from nfd.devices.model import DeviceNode, FoundDevice, Partition
+from nfd.devices.kinds.model import DeviceNode, FoundDevice, Partition
 from nfd.hostroot import HostRoot
 from nfd.hw.drm import AMD, AMD_DRIVERS, INTEL, INTEL_DRIVERS, drm_cards
 from nfd.hw.nvml import GpuInfo, MigProfileInfo

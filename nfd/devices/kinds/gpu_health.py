@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nfd.devices.kinds.gpu_selector import GpuSelector
-from nfd.devices.model import FoundDevice
+from nfd.devices.kinds.model import FoundDevice
 from nfd.hw.nvml import NO_INSTANCE, Nvml, NvmlError, NvmlUnavailable, XidEvent
 from nfd.loopthread import LoopThread
 

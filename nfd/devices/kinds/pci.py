@@ -8,8 +8,8 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from nfd import hostfiles
+from nfd.devices.kinds.model import FoundDevice, env_name
 from nfd.devices.kinds.shared import describe_fields, mapping, optional_hex_ids, optional_strings, pci_problem
-from nfd.devices.model import FoundDevice, env_name
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.settings import ConfigError

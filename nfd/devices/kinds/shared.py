@@ -10,7 +10,7 @@ from typing import Any
 
 from nfd import hostfiles
 from nfd.chars import shown
-from nfd.devices.model import Gone
+from nfd.devices.kinds.model import Gone
 from nfd.hostroot import HostRoot
 from nfd.settings import ConfigError, key_name
 

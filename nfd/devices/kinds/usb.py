@@ -7,8 +7,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nfd import hostfiles
+from nfd.devices.kinds.model import DeviceNode, FoundDevice, Gone
 from nfd.devices.kinds.shared import describe_fields, mapping, optional_hex_ids, optional_strings
-from nfd.devices.model import DeviceNode, FoundDevice, Gone
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 

@@ -1,4 +1,6 @@
-"""What a device kind hands the device plugin: plain data, no gRPC."""
+"""What a device kind hands the inventory, the device plugin and DRA: plain data, no
+gRPC. It lives with the kinds, which make it, so that the kinds import nothing from the
+package above them."""
 
 from __future__ import annotations
 
