@@ -196,12 +196,14 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
 
 def cluster_session(args: argparse.Namespace) -> AbstractContextManager[Cluster]:
     """The caller's cluster (from :func:`add_cluster_arguments`' flags) for one command,
-    closed after it. An AccessError leaving the block becomes a one-line CliError: a
-    usage error when the API server could not parse ``--selector``, exit 1 otherwise."""
+    closed after it. An ``nfd.kube`` ApiError leaving the block becomes a one-line
+    CliError: a usage error when the API server could not parse ``--selector``, exit 1
+    otherwise."""
     from contextlib import contextmanager
 
     from nfd.cli import CliError
-    from nfd.kubectl.access import AccessError, Cluster
+    from nfd.kube.errors import ApiError
+    from nfd.kubectl.access import Cluster
 
     if args.master_ca and not args.master_url:
         raise CliError("--master-ca goes with --master-url")
@@ -219,7 +221,7 @@ def cluster_session(args: argparse.Namespace) -> AbstractContextManager[Cluster]
     def session() -> Iterator[Cluster]:
         try:
             yield cluster
-        except AccessError as e:
+        except ApiError as e:
             selector = getattr(args, "selector", "")
             if e.status == 400 and selector:
                 raise CliError(f"--selector {selector!r}: {e}") from None

@@ -70,8 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _nodes(args: argparse.Namespace) -> int:
     from nfd.commands._common import cluster_session
+    from nfd.kube.errors import ApiError
     from nfd.kubectl import story
-    from nfd.kubectl.access import AccessError
 
     source, why = "master", ""
     with cluster_session(args) as cluster:
@@ -83,7 +83,7 @@ def _nodes(args: argparse.Namespace) -> int:
                 for item in page.get("items") or []
                 if wanted is None or item.get("node") in wanted
             ]
-        except AccessError as e:
+        except ApiError as e:
             source, why = "nodes", str(e)
             query = {"labelSelector": args.selector} if args.selector else {}
             rows = [story.row_from_node(n) for n in cluster.pages("/api/v1/nodes", query)]
@@ -104,8 +104,8 @@ def _nodes(args: argparse.Namespace) -> int:
 def _node(args: argparse.Namespace) -> int:
     from nfd.cli import CliError
     from nfd.commands._common import cluster_session
+    from nfd.kube.errors import ApiError, NotFound
     from nfd.kubectl import story
-    from nfd.kubectl.access import AccessError
     from nfd.master.api.models import node_name_problem
 
     problem = node_name_problem(args.name)
@@ -114,8 +114,8 @@ def _node(args: argparse.Namespace) -> int:
     with cluster_session(args) as cluster:
         try:
             doc = cluster.master(f"/api/v1/nodes/{args.name}")
-        except AccessError as e:
-            if e.status == 404:
+        except ApiError as e:
+            if isinstance(e, NotFound):
                 raise CliError(f"the master holds no features for node {args.name!r}", code=1) from None
             node = cluster.get(f"/api/v1/nodes/{args.name}")
             if args.output == "json":

@@ -9,6 +9,10 @@ token travels again in ``X-Nfd-Authorization``, which the master reviews the sam
 ``--master-url`` talks to the master directly instead (after ``kubectl port-forward``,
 or from inside the cluster), verifying its certificate against ``--master-ca`` or the
 ``nfd-master-ca`` ConfigMap.
+
+Whatever fails is said with ``nfd.kube``'s errors, the master's answers too (its status,
+its detail), each message naming what could not be read, so that a command catches one
+family and prints ``str(e)`` (the status, then the message): one line.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from nfd.kube.errors import ApiError
+from nfd.kube.errors import ApiError, Unauthorized, Unreachable, make
 from nfd.kube.transport import Transport
 
 DEFAULT_NAMESPACE = "node-feature-discovery"
@@ -29,15 +33,6 @@ SERVICE = "https:nfd-master:8080"
 CA_CONFIGMAP = "nfd-master-ca"
 LEASE = "nfd-master.nfd.kubernetes.io"
 TIMEOUT_S = 30.0
-
-
-class AccessError(Exception):
-    """The master cannot be read, or the API server's answer (an ``nfd.kube`` ApiError)
-    said in a line for a terminal; ``status`` is the HTTP status if any."""
-
-    def __init__(self, message: str, status: int = 0) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass
@@ -62,10 +57,8 @@ class Cluster:
         url = path + ("?" + urlencode(query) if query else "")
         try:
             return self.api.request("GET", url, timeout=TIMEOUT_S, headers=headers)
-        except ApiError as e:
-            if e.status is None:
-                raise AccessError(f"cannot reach the API server: {e}") from None
-            raise AccessError(f"HTTP {e.status}: {e.message}", e.status) from None
+        except Unreachable as e:
+            raise Unreachable(None, f"cannot reach the API server: {e.message}") from None
 
     def pages(self, path: str, query: dict[str, str] | None = None, limit: int = 500) -> Any:
         """Every item of a paginated list, a page at a time (the API server's paging)."""
@@ -91,7 +84,7 @@ class Cluster:
             lease = self.get(
                 f"/apis/coordination.k8s.io/v1/namespaces/{quote(self.namespace)}/leases/{LEASE}"
             )
-        except AccessError:
+        except ApiError:
             return ""
         return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
@@ -100,27 +93,31 @@ class Cluster:
         if self.token:
             return self.token
         # What the transport itself sends (a token file read again, a plugin's current one).
-        try:
-            return self.api.creds.bearer() or ""
-        except ApiError as e:
-            raise AccessError(str(e)) from None
+        return self.api.creds.bearer() or ""
 
     def master(self, path: str, query: dict[str, str] | None = None) -> Any:
-        """GET ``path`` from the master's read API; the JSON answer. AccessError names
-        what to do when there is no token or the master refuses or cannot be reached."""
+        """GET ``path`` from the master's read API; the JSON answer. The ApiError says
+        what to do when there is no token, or which way the master refused or could not be
+        reached (Unauthorized without a token; NotFound for the master's 404, or the
+        proxy's when the Service is missing)."""
         token = self._master_token()
         if not token:
-            raise AccessError(
+            raise Unauthorized(
+                401,
                 "the master's reads need a bearer token and the kubeconfig has none "
                 "(pass --token, e.g. $(kubectl create token SA -n NS) for an account that may list nodes)",
-                401,
             )
         if self.master_url is None:
             proxy = f"/api/v1/namespaces/{quote(self.namespace)}/services/{SERVICE}/proxy{path}"
             try:
                 return self.get(proxy, query, {"X-Nfd-Authorization": f"Bearer {token}"})
-            except AccessError as e:
-                raise AccessError(f"the master (through the service proxy): {e}", e.status) from None
+            except ApiError as e:
+                raise make(
+                    e.status,
+                    f"from the master, through the service proxy: {e.message}",
+                    e.retry_after,
+                    e.details,
+                ) from None
         return self._direct(path, query, token)
 
     def master_pages(self, path: str, limit: int = 500) -> Any:
@@ -145,28 +142,34 @@ class Cluster:
             with urllib.request.urlopen(req, timeout=TIMEOUT_S, context=ctx) as r:
                 return json.loads(r.read())
         except urllib.error.HTTPError as e:
-            raise AccessError(f"the master: {_reason(e.read(), e.code)}", e.code) from None
+            said = _said(e.read())
+            raise make(e.code, f"from the master: {said}" if said else "from the master") from None
         except (OSError, ValueError) as e:
-            raise AccessError(f"cannot reach the master at {self.master_url}: {e}") from None
+            raise Unreachable(None, f"cannot reach the master at {self.master_url}: {e}") from None
 
     def _cluster_ca(self) -> ssl.SSLContext:
-        cm = self.get(f"/api/v1/namespaces/{quote(self.namespace)}/configmaps/{CA_CONFIGMAP}")
+        try:
+            cm = self.get(f"/api/v1/namespaces/{quote(self.namespace)}/configmaps/{CA_CONFIGMAP}")
+        except ApiError as e:  # the ConfigMap's 404 is not the master's (no node of that name)
+            raise Unreachable(None, f"cannot verify the master without its CA: {e}") from None
         pem = (cm.get("data") or {}).get("ca.crt") or ""
-        if not pem:
-            raise AccessError(f"ConfigMap {self.namespace}/{CA_CONFIGMAP} has no ca.crt")
+        if not pem:  # no way to trust the master's certificate: as good as no answer
+            raise Unreachable(None, f"ConfigMap {self.namespace}/{CA_CONFIGMAP} has no ca.crt")
         ctx = ssl.create_default_context(cadata=pem)
         return ctx
 
 
-def _reason(data: bytes, status: int) -> str:
-    """One line from an error answer: a Status' message, the master's detail, or the status."""
+def _said(data: bytes) -> str:
+    """One line from the master's error answer: a Status' message, the master's detail,
+    else the body's first line ("" when it says nothing)."""
     try:
         body = json.loads(data)
     except ValueError:
         text = data.decode("utf-8", "replace").strip().splitlines()
-        return f"HTTP {status}" + (f": {text[0][:200]}" if text else "")
+        return text[0][:200] if text else ""
     if isinstance(body, dict):
         msg = body.get("message") or body.get("detail")
-        if isinstance(msg, str):
-            return f"HTTP {status}: {msg}"
-    return f"HTTP {status}"
+        lines = msg.strip().splitlines() if isinstance(msg, str) else []
+        if lines:
+            return lines[0][:200]
+    return ""

@@ -182,3 +182,31 @@ def test_prune_is_nfd_prune(fake_api, tmp_path, capsys):
         code, out, err = run(capsys, "prune", "--dry-run", *kc[:2])
         assert code == 0, err
         assert "dry run: would remove" in out and "from 2 nodes" in out
+
+
+def test_what_fails_is_one_line_with_its_exit_code(fake_api, tmp_path, capsys):
+    with cluster(fake_api, tmp_path) as (m, kc):
+        url = urlsplit(str(m.client.base_url))
+        direct = ["--master-url", f"http://{url.hostname}:{url.port}"]
+        # The master itself says it holds nothing of the node (its 404, not the proxy's).
+        code, _, err = run(capsys, "node", "nope", *kc, *direct)
+        assert code == 1 and "no features for node 'nope'" in err and err.count("\n") == 1, err
+        # The master does not answer: the Node object, with a one-line warning.
+        code, out, err = run(capsys, "node", "n1", *kc, "--master-url", "http://127.0.0.1:9")
+        assert code == 0 and err.count("\n") == 1 and "cannot reach the master at" in err, err
+        assert "Node object" in err and out
+        # The API server could not parse the selector: a usage error.
+        code, _, err = run(capsys, "nodes", *kc, "-l", "a in (")
+        assert code == 2 and err.count("\n") == 1 and "--selector 'a in ('" in err, err
+    # No API server at all.
+    kubeconfig = tmp_path / "gone.yaml"
+    kubeconfig.write_text(
+        yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        })
+    )  # fmt: skip
+    code, _, err = run(capsys, "nodes", "--kubeconfig", str(kubeconfig))
+    assert code == 1 and err.count("\n") == 1 and "cannot reach the API server" in err, err
