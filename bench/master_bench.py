@@ -9,6 +9,9 @@
 3. API writes in a steady-state round: every node sends its unchanged features again.
 4. The master's RSS holding 10,000 nodes.
 
+The master runs with the plain environment values of its container in deploy/base
+(``MALLOC_ARENA_MAX``); the caller's environment overrides them.
+
 Usage: python bench/master_bench.py [--nodes 1000,10000] [--seconds 5] [--qps 5000]
        python bench/master_bench.py --skip-rate --nodes 10000 --qps default --overload 200
        (the master's default settings; the fake API server answers patches beyond 200/s
@@ -43,6 +46,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def deployed_env() -> dict[str, str]:
+    """The plain environment values of the master's container in deploy/base: the
+    master runs here as it is deployed (glibc's arenas, for one)."""
+    import yaml
+
+    doc = yaml.safe_load((REPO / "deploy/base/master/deployment.yaml").read_text())
+    (c,) = [c for c in doc["spec"]["template"]["spec"]["containers"] if c["name"] == "nfd-master"]
+    return {e["name"]: e["value"] for e in c["env"] if "value" in e}
+
+
 def env() -> dict[str, str]:
     e = dict(os.environ)
     e["PYTHONPATH"] = str(REPO) + os.pathsep + e.get("PYTHONPATH", "")
@@ -63,7 +76,7 @@ def start_master(
     if cpu is not None and hasattr(os, "sched_setaffinity"):
         cmd = ["taskset", "-c", str(cpu), *cmd]
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"nfd-master-bench-{port}.log", "w")  # noqa: SIM115
-    p = subprocess.Popen(cmd, env=env(), stderr=log)
+    p = subprocess.Popen(cmd, env={**deployed_env(), **env()}, stderr=log)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -91,9 +104,10 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, key: str = "VmRSS") -> float:
+    """The process's RSS (or its peak, ``key`` "VmHWM"), MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(key + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")
 

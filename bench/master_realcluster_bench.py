@@ -1,29 +1,28 @@
 """nfd master against a real API server: how fast it labels Nodes, next to a bare client.
 
 Creates ``--nodes`` Node objects without kubelets (label ``bench.nfd.node.kubernetes.io/
-run=<id>``, taint ``bench.nfd.node.kubernetes.io/fake:NoSchedule`` so nothing schedules
-there; created as the node lifecycle controller would mark them unreachable, so that it
-does not write them during a pass), waits until they are quiet, then ``--rounds`` rounds
-of two timed passes, which one first alternating from round to round:
+run=<id>``, taint ``bench.nfd.node.kubernetes.io/fake:NoSchedule``; created as the node
+lifecycle controller would mark them unreachable, so that it does not write them during
+a pass), waits until they are quiet, runs an untimed warm-up pass of each side, then
+``--rounds`` rounds of two timed passes, A B, B A, A B ... (each side first in half):
 
-- nfd: starts ``nfd master`` on loopback (``--no-auth --no-tls``, the kubeconfig given,
-  the rules of bench/data; no NodeFeature, NodeFeatureRule or NodeFeatureGroup objects
-  read or written, so a cluster's own nfd install is left alone), sends every node's
-  features once (as bench/master_bench.py does) and times empty -> all labelled; counts
-  the 429s the master got, its CPU seconds and RSS.
-- the baseline: a Python loop of merge PATCHes of the same labels and tracking
-  annotation (taken from what nfd wrote), over persistent connections, ``--inflight`` at
-  a time: by default the master's ceiling (``--parallelism``, 64), the most the master
-  may have in flight, so that both sides may load the server alike.
+- nfd: ``nfd master`` on loopback (``--no-auth --no-tls``, the kubeconfig given, the
+  rules of bench/data; no NodeFeature, NodeFeatureRule or NodeFeatureGroup objects read
+  or written: a cluster's own nfd is left alone) gets every node's features once (as in
+  bench/master_bench.py); timed from empty to all labelled, with the 429s it got, its
+  CPU seconds and RSS.
+- the baseline: merge PATCHes of the same labels and tracking annotation (taken from what
+  nfd wrote) over persistent connections, ``--inflight`` at a time: by default the
+  master's ceiling (``--parallelism``, 64), so that both sides may load the server alike.
 
-Before each pass every Node is brought back to without the labels and nfd's annotations
-(untimed), then ``--settle`` seconds of quiet, so that the API server's and etcd's work
-after one pass (compaction, cache and garbage collection) is not charged to the next.
-Prints each pass, each round's ratio (nfd / baseline) and their median. Every Node it
-created is deleted at the end, also on failure, Ctrl-C or SIGTERM. The other processes
-on the machine count: the API server, etcd and the master share its CPUs.
+Before each pass every Node is stripped of the labels and nfd's annotations (untimed),
+then ``--settle`` seconds of quiet: the server's work after a pass (compaction, caches,
+garbage collection) is not charged to the next. Prints each pass and each round's ratio
+(nfd / baseline), then each side's median rate and their ratio (the figure). Every Node
+it created is deleted at the end, also on failure, Ctrl-C or SIGTERM. The API server,
+etcd and the master share the machine's CPUs.
 
-Usage: python bench/master_realcluster_bench.py --kubeconfig FILE [--nodes 2000] [--rounds 3]
+Usage: python bench/master_realcluster_bench.py --kubeconfig FILE [--nodes 2000] [--rounds 4]
        [--settle 15] [--inflight N] [--parallelism N] [--delete-stale]
 """
 
@@ -219,13 +218,6 @@ def master_metric(port: int, name: str, labels: str = "") -> float:
     return float(m.group(1)) if m else 0.0
 
 
-def vm_kib(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    return 0
-
-
 def run_nfd(
     api: Api, kubeconfig: Path, run: str, names: list[str], parallelism: int | None
 ) -> dict[str, Any]:
@@ -254,7 +246,7 @@ def run_nfd(
         cpu = mb.cpu_s(master.pid) - c0
         out = {
             "seconds": took, "put_s": t_put, "cpu_s": cpu,
-            "rss_mib": vm_kib(master.pid, "VmRSS") / 1024, "peak_mib": vm_kib(master.pid, "VmHWM") / 1024,
+            "rss_mib": mb.rss_mb(master.pid), "peak_mib": mb.rss_mb(master.pid, "VmHWM"),
             "throttled": master_metric(port, "nfd_master_node_update_failures_total", 'reason="429"'),
             "window": f"{max(windows, default=0):.0f} at most, {sum(windows) / max(1, len(windows)):.0f} on average",
         }  # fmt: skip
@@ -280,21 +272,23 @@ def strip(api: Api, names: list[str], labels: dict[str, str]) -> None:
         "labels": dict.fromkeys([*labels, PASS_LABEL]),
         "annotations": dict.fromkeys(f"nfd.node.kubernetes.io/{k}" for k in NFD_KEYS),
     }}  # fmt: skip
+    merge_patch_all(api, names, body, 32)
+
+
+def merge_patch_all(api: Api, names: list[str], body: dict[str, Any], inflight: int) -> float:
+    """Seconds to merge-PATCH every Node with ``body``, ``inflight`` at a time."""
     merge = "application/merge-patch+json"
-    parallel(lambda n: api.request("PATCH", f"/api/v1/nodes/{quote(n)}", body, merge), names, 32)
+    return parallel(lambda n: api.request("PATCH", f"/api/v1/nodes/{quote(n)}", body, merge), names, inflight)
 
 
 def run_baseline(
-    api: Api, names: list[str], labels: dict[str, str], tracking: str, inflight: int, k: int
+    api: Api, names: list[str], labels: dict[str, str], tracking: str, inflight: int, k: str
 ) -> dict[str, Any]:
     """Seconds to set ``labels`` (and nfd's tracking annotation, as nfd's write carries
     it) on every Node by merge PATCH, ``inflight`` at a time; and the 429s it got."""
-    body = {
-        "metadata": {"labels": {**labels, PASS_LABEL: str(k)}, "annotations": {FEATURE_LABELS_ANN: tracking}}
-    }
-    merge = "application/merge-patch+json"
+    body = {"metadata": {"labels": {**labels, PASS_LABEL: k}, "annotations": {FEATURE_LABELS_ANN: tracking}}}  # fmt: skip
     before = api.throttled
-    took = parallel(lambda n: api.request("PATCH", f"/api/v1/nodes/{quote(n)}", body, merge), names, inflight)
+    took = merge_patch_all(api, names, body, inflight)
     return {"seconds": took, "throttled": api.throttled - before}
 
 
@@ -319,27 +313,52 @@ def median(xs: list[float]) -> float:
     return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2
 
 
+class Passes:
+    """The timed passes of one run, over the same Nodes: each starts from stripped Nodes
+    after the settle time, and prints its figures."""
+
+    def __init__(self, api: Api, a: argparse.Namespace, run: str, names: list[str]) -> None:
+        self.api, self.a, self.run, self.names = api, a, run, names
+        self.inflight = a.inflight or a.parallelism or 64
+        self.labels: dict[str, str] = {}
+        self.tracking = ""
+
+    def one(self, side: str, title: str, k: str) -> float:
+        """One pass of ``side`` ("nfd" or "baseline"); answers its rate, nodes a second."""
+        n = len(self.names)
+        strip(self.api, self.names, self.labels)
+        time.sleep(self.a.settle)
+        load = os.getloadavg()[0]
+        if side == "nfd":
+            nfd = run_nfd(self.api, self.a.kubeconfig, self.run, self.names, self.a.parallelism)
+            self.labels, self.tracking = nfd["labels"], nfd["tracking"]
+            rate = n / nfd["seconds"]
+            print(f"{title}, nfd master: {n} nodes labelled in {nfd['seconds']:.1f} s = "
+                  f"{rate:.0f} nodes/s (features all sent after {nfd['put_s']:.1f} s), "
+                  f"429s {nfd['throttled']:.0f}, CPU {nfd['cpu_s']:.1f} s, RSS {nfd['rss_mib']:.0f} MiB "
+                  f"(peak {nfd['peak_mib']:.0f} MiB); writes in flight {nfd['window']}; "
+                  f"load average before {load:.1f}", flush=True)  # fmt: skip
+            return rate
+        b = run_baseline(self.api, self.names, self.labels, self.tracking, self.inflight, k)
+        rate = n / b["seconds"]
+        print(f"{title}, baseline: {self.inflight} in flight, {rate:.0f} nodes/s "
+              f"({b['seconds']:.1f} s, 429s {b['throttled']}; {len(self.labels)} labels a PATCH); "
+              f"load average before {load:.1f}", flush=True)  # fmt: skip
+        return rate
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument(
-        "--kubeconfig",
-        type=Path,
-        default=os.environ.get("KUBECONFIG"),
-        required=not os.environ.get("KUBECONFIG"),
-    )
+    env_conf = os.environ.get("KUBECONFIG")
+    ap.add_argument("--kubeconfig", type=Path, default=env_conf, required=not env_conf)
     ap.add_argument("--nodes", type=int, default=2000)
-    ap.add_argument("--rounds", type=int, default=3, help="rounds of one nfd pass and one baseline pass")
-    ap.add_argument(
-        "--inflight", type=int, help="the baseline's requests in flight (default: the master's ceiling, 64)"
-    )
-    ap.add_argument("--settle", type=float, default=15.0, help="seconds of quiet before each timed pass")
-    ap.add_argument("--parallelism", type=int, help="the master's --parallelism (default: its own)")
-    ap.add_argument(
-        "--delete-stale", action="store_true", help=f"first delete Nodes an earlier run left ({RUN_LABEL})"
-    )
+    ap.add_argument("--rounds", type=int, default=4, help="timed rounds of a pass of each side (even: fair)")
+    ap.add_argument("--inflight", type=int, help="the baseline's writes in flight (default: nfd's most)")
+    ap.add_argument("--settle", type=float, default=15.0, help="seconds of quiet before each pass")
+    ap.add_argument("--parallelism", type=int, help="the master's --parallelism (default: its own, 64)")
+    ap.add_argument("--delete-stale", action="store_true", help=f"first delete old runs' Nodes ({RUN_LABEL})")
     a = ap.parse_args()
-    inflight = a.inflight or a.parallelism or 64
-    api = Api(a.kubeconfig, max(inflight, 32))
+    api = Api(a.kubeconfig, max(a.inflight or a.parallelism or 64, 32))
     if a.delete_stale:
         print(f"stale bench Nodes left: {delete_nodes(api, RUN_LABEL)}")
     run = uuid.uuid4().hex[:8]
@@ -350,36 +369,28 @@ def main() -> None:
             waited = wait_quiet(api, f"{RUN_LABEL}={run}", a.settle, 300)
             print(f"{n} Nodes created ({RUN_LABEL}={run}), quiet after {waited:.0f} s more; "
                   f"load average {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
-            labels: dict[str, str] = {}
-            tracking = ""
+            passes = Passes(api, a, run, names)
+            # Untimed: the first writes to new Nodes meet a cold server (caches, etcd's first
+            # compaction), whichever side makes them; nfd's gives the baseline its labels.
+            passes.one("nfd", "warm-up", "warmup")
+            passes.one("baseline", "warm-up", "warmup")
+            rates: dict[str, list[float]] = {"nfd": [], "baseline": []}
             ratios: list[float] = []
             for r in range(a.rounds):
-                rates: dict[str, float] = {}
-                # Alternate who goes first: the second pass of a round runs on a server
-                # that has just compacted, cached and collected after the first.
-                for side in ("nfd", "baseline") if r % 2 == 0 else ("baseline", "nfd"):
-                    strip(api, names, labels)
-                    time.sleep(a.settle)
-                    load = os.getloadavg()[0]
-                    if side == "nfd":
-                        nfd = run_nfd(api, a.kubeconfig, run, names, a.parallelism)
-                        labels, tracking = nfd["labels"], nfd["tracking"]
-                        rates[side] = n / nfd["seconds"]
-                        print(f"round {r + 1}, nfd master: {n} nodes labelled in {nfd['seconds']:.1f} s = "
-                              f"{rates[side]:.0f} nodes/s (features all sent after {nfd['put_s']:.1f} s), "
-                              f"429s {nfd['throttled']:.0f}, CPU {nfd['cpu_s']:.1f} s, RSS {nfd['rss_mib']:.0f} MiB "
-                              f"(peak {nfd['peak_mib']:.0f} MiB); writes in flight {nfd['window']}; "
-                              f"load average before {load:.1f}", flush=True)  # fmt: skip
-                    else:
-                        b = run_baseline(api, names, labels, tracking, inflight, r)
-                        rates[side] = n / b["seconds"]
-                        print(f"round {r + 1}, baseline: {inflight} in flight, {rates[side]:.0f} nodes/s "
-                              f"({b['seconds']:.1f} s, 429s {b['throttled']}; {len(labels)} labels a PATCH); "
-                              f"load average before {load:.1f}", flush=True)  # fmt: skip
-                ratios.append(rates["nfd"] / rates["baseline"])
+                # A B, B A ...: the second pass of a round meets a server busy after the
+                # first (compaction, caches, collection): each side goes first in half.
+                got = {}
+                for side in ("baseline", "nfd") if r % 2 == 0 else ("nfd", "baseline"):
+                    got[side] = passes.one(side, f"round {r + 1}", str(r + 1))
+                    rates[side].append(got[side])
+                ratios.append(got["nfd"] / got["baseline"])
                 print(f"round {r + 1}: ratio {ratios[-1]:.2f}", flush=True)
-            print(f"{n} Nodes, {a.rounds} rounds: ratios {' '.join(f'{x:.2f}' for x in ratios)}; "
-                  f"median {median(ratios):.2f}", flush=True)  # fmt: skip
+            med = {k: median(v) for k, v in rates.items()}
+            print(f"{n} Nodes, {a.rounds} rounds: nfd {' '.join(f'{x:.0f}' for x in rates['nfd'])} nodes/s, "
+                  f"median {med['nfd']:.0f}; baseline {' '.join(f'{x:.0f}' for x in rates['baseline'])}, "
+                  f"median {med['baseline']:.0f}; ratio of the medians {med['nfd'] / med['baseline']:.2f} "
+                  f"(rounds' ratios {' '.join(f'{x:.2f}' for x in ratios)}, median {median(ratios):.2f})",
+                  flush=True)  # fmt: skip
     except KeyboardInterrupt:
         raise SystemExit("interrupted") from None
 

@@ -77,3 +77,21 @@ def test_equal_groups_under_other_names_keep_their_names():
     store.put(enc)
     assert store.get(enc.digest).to_dict() == f.to_dict()
     assert {n for _, n, _ in store.parts(enc.digest)} >= {"cpu.cpuid", "cpu.other"}
+
+
+def test_a_fleet_holds_one_shape_of_manifest_and_each_node_only_its_own_entries():
+    # ~30 entries per node would be a tuple per node: the entries nodes share are held
+    # once, in order, and each node's manifest keeps only the groups that are its own.
+    store = FeatureStore()
+    encs = [encode(json.loads(json.dumps(sample(f"n{i}").to_dict()))) for i in range(4)]
+    for e in encs:
+        store.put(e)
+    later = [store._manifests[e.digest] for e in encs[1:]]
+    assert all(m.shape is later[0].shape for m in later)
+    assert [len(m.own) for m in later] == [1, 1, 1]  # system.name, the node's name
+    for i, e in enumerate(encs):
+        assert store.parts(e.digest) == tuple((k, n, h) for k, n, h, _ in e.parts)
+        assert store.get(e.digest).to_dict() == sample(f"n{i}").to_dict()
+    for e in encs:
+        store.release(e.digest)
+    assert not store._shapes and not store._parts and not len(store)

@@ -60,31 +60,54 @@ class _Part:
         return k
 
 
+_Key = tuple[str, str, str]  # (kind, name, part hash)
+
+
 @dataclass(slots=True)
 class _Manifest:
-    parts: tuple[tuple[str, str, str], ...]  # (kind, name, part hash)
+    # The entries other feature sets have too, with None where this one's own are: one
+    # tuple for every node of a kind (a node's own group, its name, is its alone) rather
+    # than ~30 entries per node.
+    shape: tuple[_Key | None, ...]
+    own: tuple[_Key, ...]
     refs: int
+
+    @property
+    def parts(self) -> tuple[_Key, ...]:
+        own = iter(self.own)
+        return tuple(k if k is not None else next(own) for k in self.shape)
 
 
 class FeatureStore:
     def __init__(self) -> None:
         self._parts: dict[str, _Part] = {}
         self._manifests: dict[str, _Manifest] = {}
+        # Each shape held once, with how many manifests hold it.
+        self._shapes: dict[tuple[_Key | None, ...], list[Any]] = {}
 
     def put(self, enc: Encoded) -> None:
         m = self._manifests.get(enc.digest)
         if m is not None:
             m.refs += 1
             return
-        keys: list[tuple[str, str, str]] = []
+        shape: list[_Key | None] = []
+        own: list[_Key] = []
         for kind, name, h, gj in enc.parts:
             p = self._parts.get(h)
             if p is None:
                 p = self._parts[h] = _Part(zlib.compress(gj.encode(), 1), 1, [])
             else:
                 p.refs += 1
-            keys.append(p.key(kind, name, h))
-        self._manifests[enc.digest] = _Manifest(tuple(keys), 1)
+            k = p.key(kind, name, h)
+            if p.refs == 1:  # new: most likely this node's alone
+                own.append(k)
+                shape.append(None)
+            else:
+                shape.append(k)
+        t = tuple(shape)
+        held = self._shapes.setdefault(t, [t, 0])
+        held[1] += 1
+        self._manifests[enc.digest] = _Manifest(held[0], tuple(own), 1)
 
     def release(self, digest: str) -> None:
         m = self._manifests.get(digest)
@@ -94,6 +117,10 @@ class FeatureStore:
         if m.refs > 0:
             return
         del self._manifests[digest]
+        held = self._shapes[m.shape]
+        held[1] -= 1
+        if held[1] <= 0:
+            del self._shapes[m.shape]
         for _k, _n, h in m.parts:
             p = self._parts[h]
             p.refs -= 1
