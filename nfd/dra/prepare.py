@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -21,7 +20,7 @@ from nfd.devices import cdi
 from nfd.devices.model import CdiEdits, FoundDevice, PrepareError, cdi_name
 from nfd.dra import checkpoint
 from nfd.dra.checkpoint import CheckpointError, PreparedClaim, PreparedDevice
-from nfd.dra.claimstatus import ClaimStatusError, device_status
+from nfd.dra.claimstatus import ClaimStatusError, StatusQueue, device_status
 from nfd.dra.slices import DraInventory
 
 log = logging.getLogger("nfd.dra")
@@ -63,10 +62,9 @@ class Preparer:
         # Prepared claims whose status.devices is not written yet: tried again at the
         # next prepare of the claim (kubelet calls again for every pod using it).
         self.status_pending: set[str] = set()
-        # The status writes, in the order of the calls, off kubelet's path: a write is an
-        # API round trip that prepares nothing.
-        self._status: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._status_thread: threading.Thread | None = None
+        # The status writes, off kubelet's path: a write is an API round trip that
+        # prepares nothing.
+        self._status = StatusQueue()
         self.cdi_kind = f"{driver}/{CDI_CLASS}"
         self._lock = threading.Lock()
         self._closed = False  # stopping: no more writes (see close)
@@ -74,7 +72,7 @@ class Preparer:
         # version's single file, migrated when found, and names the lock both take.
         self.claims_dir = self.checkpoint_path.with_name("claims")
         self.files = checkpoint.ClaimFiles(self.claims_dir, self.checkpoint_path, self._from_cdi_specs)
-        with self._lock, checkpoint.locked(self.checkpoint_path):
+        with self._lock, self.files.locked():
             try:
                 self._sync()
             except ClaimError as e:  # the first call tries again
@@ -127,12 +125,12 @@ class Preparer:
         dropped whole, never half-written. kubelet retries the refused ones."""
         with self._lock:
             self._closed = True
-        self._status.put(None)  # the status thread ends after the writes queued
+        self._status.close()  # the status thread ends after the writes queued
 
     def prepared_devices(self) -> int:
         """How many devices the prepared claims hold."""
         with self._lock:
-            return sum(len(c.devices) for c in self.claims.values())
+            return self.files.devices
 
     def _check_open(self, where: str) -> None:
         if self._closed:
@@ -140,6 +138,14 @@ class Preparer:
 
     # -- the calls ----------------------------------------------------------------------
     def prepare(self, namespace: str, uid: str, name: str) -> tuple[PreparedDevice, ...]:
+        with self._status.call():
+            return self._prepare(namespace, uid, name)
+
+    def unprepare(self, namespace: str, uid: str, name: str) -> None:
+        with self._status.call():
+            self._unprepare(namespace, uid, name)
+
+    def _prepare(self, namespace: str, uid: str, name: str) -> tuple[PreparedDevice, ...]:
         file = self._claim_file(namespace, name, uid)
         # Answered from memory, without the flock: a claim the other instance of a rolling
         # update prepared is found in the locked section below (after one claim read), and
@@ -167,7 +173,7 @@ class Preparer:
             if dev is None:
                 raise ClaimError(f"{where}: {why}")
             found.append((dev_name, dev))
-        with self._lock, checkpoint.locked(self.checkpoint_path):
+        with self._lock, self.files.locked():
             self._sync()
             done = self._prepared(uid)
             if done is not None:  # a concurrent call for the same claim got there first
@@ -211,29 +217,13 @@ class Preparer:
                 log.error("device %s: cannot undo its prepare: %s", n, e)
 
     def _later(self, write: Callable[[], None]) -> None:
-        """Queue a status write for the status thread (started with the first)."""
-        if self.write_status is None:
-            return
-        with self._lock:
-            if self._status_thread is None:
-                self._status_thread = threading.Thread(
-                    target=self._write_statuses, name="nfd-dra-status", daemon=True
-                )
-                self._status_thread.start()
-        self._status.put(write)
-
-    def _write_statuses(self) -> None:
-        while (write := self._status.get()) is not None:
-            try:
-                write()
-            except Exception:  # a bug: the writes after it go on
-                log.exception("claim status write")
+        """Queue a status write for the status thread."""
+        if self.write_status is not None:
+            self._status.put(write)
 
     def flush_status(self, timeout: float | None = None) -> bool:
         """Wait until the status writes queued so far are done; False on timeout."""
-        done = threading.Event()
-        self._later(done.set)
-        return self.write_status is None or done.wait(timeout)
+        return self.write_status is None or self._status.flush(timeout)
 
     def _report(self, claim: PreparedClaim, uid: str, read: dict[str, Any] | None) -> None:
         """Write the claim's status.devices (on the status thread); a failure fails
@@ -318,7 +308,7 @@ class Preparer:
         }
         spec = cdi.build_spec(self.cdi_kind, devices, annotations=notes)
         try:
-            cdi.write_json(self._spec_path(uid), spec)
+            cdi.write_json(self._spec_path(uid), spec, locked=True)  # under the flock
         except OSError as e:
             raise ClaimError(
                 f"claim {namespace}/{name}: cannot write CDI spec in {self.cdi_dir}: {e.strerror or e}"
@@ -331,9 +321,9 @@ class Preparer:
         except CheckpointError as e:
             raise ClaimError(f"claim {namespace}/{name}: {e}") from None
 
-    def unprepare(self, namespace: str, uid: str, name: str) -> None:
+    def _unprepare(self, namespace: str, uid: str, name: str) -> None:
         file = self._claim_file(namespace, name, uid)
-        with self._lock, checkpoint.locked(self.checkpoint_path):
+        with self._lock, self.files.locked():
             self._check_open(f"claim {namespace}/{name}")
             self._sync()
             for d in (self.claims.get(uid) or PreparedClaim(namespace, name, ())).devices:
