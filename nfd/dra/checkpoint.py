@@ -28,7 +28,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -204,6 +204,21 @@ def locked(path: Path) -> Iterator[int]:
         yield fd
     finally:
         os.close(fd)  # releases the lock
+
+
+def from_cdi_specs(specs: Iterable[Path], driver: str) -> dict[str, PreparedClaim]:
+    """The claims these CDI specs were written for: each of ``driver``'s specs names its
+    claim and devices in annotations."""
+    out: dict[str, PreparedClaim] = {}
+    for path in sorted(specs):
+        try:
+            notes = json.loads(path.read_bytes()).get("annotations") or {}
+            ns, name, uid = notes[f"{driver}/claim"].split("/")
+            devices = [PreparedDevice.from_json(d) for d in json.loads(notes[f"{driver}/devices"])]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue  # not one of ours, or not readable: nothing to recover from it
+        out[uid] = PreparedClaim(ns, name, tuple(devices))
+    return out
 
 
 def move_aside(path: Path) -> Path:

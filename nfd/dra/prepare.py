@@ -67,16 +67,27 @@ class Preparer:
         self._status = StatusQueue()
         self.cdi_kind = f"{driver}/{CDI_CLASS}"
         self._lock = threading.Lock()
+        self._making: dict[str, threading.Event] = {}  # claims whose devices are being made
         self._closed = False  # stopping: no more writes (see close)
         # One file per prepared claim in claims_dir; checkpoint_path is the previous
         # version's single file, migrated when found, and names the lock both take.
         self.claims_dir = self.checkpoint_path.with_name("claims")
-        self.files = checkpoint.ClaimFiles(self.claims_dir, self.checkpoint_path, self._from_cdi_specs)
+        self.files = checkpoint.ClaimFiles(
+            self.claims_dir,
+            self.checkpoint_path,
+            lambda: checkpoint.from_cdi_specs(self.cdi_dir.glob(f"{SPEC_PREFIX}*.json"), driver),
+        )
         with self._lock, self.files.locked():
             try:
                 self._sync()
             except ClaimError as e:  # the first call tries again
                 log.error("%s", e)
+            # What the prepared claims made before a restart is theirs again; anything else
+            # made on a partitioned device is not ours to hand out.
+            for n in self.inventory.adopt(d.device_name for c in self.claims.values() for d in c.devices):
+                log.info("device %s: made before the restart for a prepared claim; the claim's again", n)
+            for n in self.inventory.unclaimed():
+                log.warning("device %s: made, by no claim (by hand?): its capacity is not published", n)
 
     @property
     def claims(self) -> dict[str, PreparedClaim]:
@@ -90,19 +101,6 @@ class Preparer:
         except CheckpointError as e:  # not a file's fault: this call fails, kubelet retries
             raise ClaimError(str(e)) from None
 
-    def _from_cdi_specs(self) -> dict[str, PreparedClaim]:
-        """The claims whose CDI specs we wrote: each spec names its claim and devices."""
-        out: dict[str, PreparedClaim] = {}
-        for path in sorted(self.cdi_dir.glob(f"{SPEC_PREFIX}*.json")):
-            try:
-                notes = json.loads(path.read_bytes()).get("annotations") or {}
-                ns, name, uid = notes[f"{self.driver}/claim"].split("/")
-                devices = [PreparedDevice.from_json(d) for d in json.loads(notes[f"{self.driver}/devices"])]
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
-                continue  # not one of ours, or not readable: nothing to recover from it
-            out[uid] = PreparedClaim(ns, name, tuple(devices))
-        return out
-
     def _prepared(self, uid: str) -> PreparedClaim | None:
         """The claim as prepared, if its CDI spec is still there: the checkpoint is not
         flushed to the disk (a node that crashed may bring back a stale one), and the CDI
@@ -110,6 +108,8 @@ class Preparer:
         done = self.claims.get(uid)
         if done is None or self._spec_path(uid).exists():
             return done
+        if uid in self._making:
+            return None  # recorded, not made yet: not prepared
         log.warning(
             "claim %s/%s: in the checkpoint, but its CDI spec %s is gone; preparing it again",
             done.namespace, done.name, self._spec_path(uid),
@@ -173,29 +173,76 @@ class Preparer:
             if dev is None:
                 raise ClaimError(f"{where}: {why}")
             found.append((dev_name, dev))
-        with self._lock, self.files.locked():
-            self._sync()
-            done = self._prepared(uid)
-            if done is not None:  # a concurrent call for the same claim got there first
-                return done.devices
-            self._check_open(where)
-            found = self._make(found, where)
-            try:
-                prepared = self._write_spec(namespace, name, uid, found, by_device)
-            except ClaimError:
-                self._unmake([n for n, _d in found])
-                raise
-            try:
-                self.files.save(uid, prepared)
-            except OSError as e:  # not remembered, so not prepared: undo, kubelet retries
-                self._spec_path(uid).unlink(missing_ok=True)
-                self._unmake([n for n, _d in found])
-                raise ClaimError(f"{where}: cannot save checkpoint {file}: {e.strerror or e}") from None
+        # The claim's checkpoint file is written before anything is made, so that a MIG
+        # instance is on record before it exists: after a crash it is found and adopted
+        # (a claim recorded without its CDI spec is prepared again, or unprepared).
+        while True:
+            self._wait_made(uid)
+            with self._lock, self.files.locked():
+                if uid in self._making:
+                    continue  # another call for the claim began making it meanwhile
+                self._sync()
+                done = self._prepared(uid)
+                if done is not None:  # a concurrent call for the same claim got there first
+                    return done.devices
+                self._check_open(where)
+                prepared = self._record(namespace, name, uid, by_device)
+                try:
+                    self.files.save(uid, prepared)
+                except OSError as e:  # not remembered, so not prepared: kubelet retries
+                    raise ClaimError(f"{where}: cannot save checkpoint {file}: {e.strerror or e}") from None
+                if not any(self.inventory.makes(n, d) for n, d in found):
+                    try:  # nothing to make: one locked section
+                        self._write_spec(uid, prepared, found)
+                    except ClaimError:
+                        self._forget_record(uid)
+                        raise
+                    break
+                making = self._making[uid] = threading.Event()
+            self._make_then_write(uid, prepared, found, where, making)
+            break
         log.info("%s: prepared %s", where, ", ".join(by_device))
         # The claim as read above: the status write patches it without reading it again
         # (its resourceVersion test catches a change in between).
         self._later(lambda: self._report(prepared, uid, claim))
         return prepared.devices
+
+    def _wait_made(self, uid: str) -> None:
+        while (making := self._making.get(uid)) is not None:
+            making.wait()
+
+    def _make_then_write(
+        self,
+        uid: str,
+        prepared: PreparedClaim,
+        found: list[tuple[str, FoundDevice]],
+        where: str,
+        making: threading.Event,
+    ) -> None:
+        """Make the devices without either lock (creating a MIG instance takes NVML a
+        while: other claims' prepares go on), then write the CDI spec."""
+        made: list[tuple[str, FoundDevice]] = []
+        try:
+            made = self._make(found, where)
+            with self._lock, self.files.locked():
+                self._check_open(where)
+                self._write_spec(uid, prepared, made)
+        except ClaimError:
+            with self._lock, self.files.locked():
+                self._forget_record(uid)
+                self._unmake([n for n, _d in made])
+            raise
+        finally:
+            with self._lock:
+                self._making.pop(uid, None)
+            making.set()
+
+    def _forget_record(self, uid: str) -> None:
+        """The claim failed after its checkpoint file was written: the file goes."""
+        try:
+            self.files.remove(uid)
+        except OSError as e:  # it names no CDI spec: answered as not prepared
+            log.error("claim %s: cannot remove its checkpoint file: %s", uid, e.strerror or e)
 
     def _make(self, found: list[tuple[str, FoundDevice]], where: str) -> list[tuple[str, FoundDevice]]:
         """What the devices' kinds make at prepare (a MIG instance); on a failure, what
@@ -270,14 +317,16 @@ class Preparer:
                 )
         return mine
 
-    def _write_spec(
-        self,
-        namespace: str,
-        name: str,
-        uid: str,
-        found: list[tuple[str, FoundDevice]],
-        requests: dict[str, list[str]],
-    ) -> PreparedClaim:
+    def _record(self, namespace: str, name: str, uid: str, requests: dict[str, list[str]]) -> PreparedClaim:
+        """The claim as its checkpoint file and kubelet's answer have it."""
+        ids = {n: (f"{self.cdi_kind}={cdi_name(f'{uid}-{n}')}",) for n in requests}
+        return PreparedClaim(
+            namespace,
+            name,
+            tuple(PreparedDevice(tuple(r), self.node, n, ids[n]) for n, r in requests.items()),
+        )
+
+    def _write_spec(self, uid: str, prepared: PreparedClaim, found: list[tuple[str, FoundDevice]]) -> None:
         # One container gets all of a claim's devices: values of one variable are joined
         # (PCIDEVICE_<RESOURCE>=a,b), as the device plugin does for one container.
         joined: dict[str, list[str]] = {}
@@ -290,22 +339,9 @@ class Preparer:
             (f"{uid}-{n}", replace(d, cdi=CdiEdits(env=(*env, *d.cdi.env), hooks=d.cdi.hooks)))
             for n, d in found
         ]
-        prepared = PreparedClaim(
-            namespace,
-            name,
-            tuple(
-                PreparedDevice(
-                    tuple(requests[n]), self.node, n, (f"{self.cdi_kind}={cdi_name(f'{uid}-{n}')}",)
-                )
-                for n, _d in found
-            ),
-        )
-        notes = {
-            f"{self.driver}/claim": f"{namespace}/{name}/{uid}",
-            f"{self.driver}/devices": json.dumps(
-                [d.to_json() for d in prepared.devices], separators=(",", ":")
-            ),
-        }
+        namespace, name = prepared.namespace, prepared.name
+        listed = json.dumps([d.to_json() for d in prepared.devices], separators=(",", ":"))
+        notes = {f"{self.driver}/claim": f"{namespace}/{name}/{uid}", f"{self.driver}/devices": listed}
         spec = cdi.build_spec(self.cdi_kind, devices, annotations=notes)
         try:
             cdi.write_json(self._spec_path(uid), spec, locked=True)  # under the flock
@@ -313,7 +349,6 @@ class Preparer:
             raise ClaimError(
                 f"claim {namespace}/{name}: cannot write CDI spec in {self.cdi_dir}: {e.strerror or e}"
             ) from None
-        return prepared
 
     def _claim_file(self, namespace: str, name: str, uid: str) -> Path:
         try:
@@ -323,6 +358,7 @@ class Preparer:
 
     def _unprepare(self, namespace: str, uid: str, name: str) -> None:
         file = self._claim_file(namespace, name, uid)
+        self._wait_made(uid)  # a prepare of it under way
         with self._lock, self.files.locked():
             self._check_open(f"claim {namespace}/{name}")
             self._sync()
