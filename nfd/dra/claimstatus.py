@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from nfd.devices.model import FoundDevice
+from nfd.dra.checkpoint import PreparedClaim
 from nfd.dra.resourceapi import api_failure, claim_path
 from nfd.hostfiles import attr
 from nfd.hostroot import HostRoot
@@ -251,3 +252,73 @@ class StatusQueue:
                 if left <= 0:
                     return
                 self._cond.wait(min(left, deadline - now))
+
+
+# (namespace, name, uid, this driver's status.devices entries (empty: remove ours), the
+# claim as just read or None); raises ClaimStatusError.
+ClaimStatusWriter = Callable[[str, str, str, Sequence[dict[str, Any]], dict[str, Any] | None], None]
+# A device's name -> (the device, its slice attributes, its host), or None when gone.
+Describe = Callable[[str], tuple[FoundDevice, dict[str, Any], HostRoot] | None]
+
+
+class ClaimReports:
+    """The prepared claims' status.devices, written on a :class:`StatusQueue` (nothing
+    written when ``write`` is None). A failed write fails nothing (the devices are
+    prepared): it is logged once and tried again at the claim's next prepare (kubelet
+    calls again for every pod using it)."""
+
+    def __init__(self, write: ClaimStatusWriter | None, *, driver: str, describe: Describe) -> None:
+        self.write = write
+        self.driver = driver
+        self.describe = describe
+        self.pending: set[str] = set()  # claims whose entries are not written yet
+        self.queue = StatusQueue()
+
+    def prepared(self, claim: PreparedClaim, uid: str, read: dict[str, Any] | None) -> None:
+        """``read``: the claim as the prepare read it, patched without reading it again."""
+        if self.write is not None:
+            self.queue.put(lambda: self._report(claim, uid, read))
+
+    def answered_again(self, claim: PreparedClaim, uid: str) -> None:
+        if uid in self.pending:
+            self.prepared(claim, uid, None)
+
+    def unprepared(self, namespace: str, name: str, uid: str) -> None:
+        if self.write is not None:
+            self.queue.put(lambda: self._clear(namespace, name, uid))
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the writes queued so far are done; False on timeout."""
+        return self.write is None or self.queue.flush(timeout)
+
+    def _report(self, claim: PreparedClaim, uid: str, read: dict[str, Any] | None) -> None:
+        assert self.write is not None
+        entries = []
+        for d in claim.devices:
+            found = self.describe(d.device_name)
+            if found is not None:
+                dev, attrs, host = found
+                entries.append(
+                    device_status(
+                        driver=self.driver, pool=d.pool_name, name=d.device_name,
+                        device=dev, attributes=attrs, host=host,
+                    )
+                )  # fmt: skip
+        try:
+            self.write(claim.namespace, claim.name, uid, entries, read)
+        except ClaimStatusError as e:
+            if uid not in self.pending:
+                log.warning("%s; tried again at the claim's next prepare", e)
+            self.pending.add(uid)
+            return
+        self.pending.discard(uid)
+
+    def _clear(self, namespace: str, name: str, uid: str) -> None:
+        """Our entries say the devices are set up on this node; after unprepare they
+        are not. Best effort: a claim being deleted or deallocated loses them anyway."""
+        assert self.write is not None
+        self.pending.discard(uid)
+        try:
+            self.write(namespace, name, uid, [], None)
+        except ClaimStatusError as e:
+            log.info("%s (after unprepare; left as is)", e)

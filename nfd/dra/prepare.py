@@ -20,7 +20,7 @@ from nfd.devices import cdi
 from nfd.devices.model import CdiEdits, FoundDevice, PrepareError, cdi_name
 from nfd.dra import checkpoint
 from nfd.dra.checkpoint import CheckpointError, PreparedClaim, PreparedDevice
-from nfd.dra.claimstatus import ClaimStatusError, StatusQueue, device_status
+from nfd.dra.claimstatus import ClaimReports, ClaimStatusWriter
 from nfd.dra.slices import DraInventory
 
 log = logging.getLogger("nfd.dra")
@@ -35,9 +35,6 @@ class ClaimError(Exception):
 
 # (namespace, name) -> the ResourceClaim as the API server has it; raises ClaimError.
 ClaimReader = Callable[[str, str], dict[str, Any]]
-# (namespace, name, uid, this driver's status.devices entries (empty: remove ours), the
-# claim as just read or None); raises ClaimStatusError.
-ClaimStatusWriter = Callable[[str, str, str, Sequence[dict[str, Any]], dict[str, Any] | None], None]
 
 
 class Preparer:
@@ -58,13 +55,9 @@ class Preparer:
         self.cdi_dir = Path(cdi_dir)
         self.checkpoint_path = Path(checkpoint_path)
         self.read_claim = read_claim
-        self.write_status = write_status
-        # Prepared claims whose status.devices is not written yet: tried again at the
-        # next prepare of the claim (kubelet calls again for every pod using it).
-        self.status_pending: set[str] = set()
         # The status writes, off kubelet's path: a write is an API round trip that
         # prepares nothing.
-        self._status = StatusQueue()
+        self.reports = ClaimReports(write_status, driver=driver, describe=inventory.describe)
         self.cdi_kind = f"{driver}/{CDI_CLASS}"
         self._lock = threading.Lock()
         self._making: dict[str, threading.Event] = {}  # claims whose devices are being made
@@ -125,7 +118,7 @@ class Preparer:
         dropped whole, never half-written. kubelet retries the refused ones."""
         with self._lock:
             self._closed = True
-        self._status.close()  # the status thread ends after the writes queued
+        self.reports.queue.close()  # the status thread ends after the writes queued
 
     def prepared_devices(self) -> int:
         """How many devices the prepared claims hold."""
@@ -138,11 +131,11 @@ class Preparer:
 
     # -- the calls ----------------------------------------------------------------------
     def prepare(self, namespace: str, uid: str, name: str) -> tuple[PreparedDevice, ...]:
-        with self._status.call():
+        with self.reports.queue.call():
             return self._prepare(namespace, uid, name)
 
     def unprepare(self, namespace: str, uid: str, name: str) -> None:
-        with self._status.call():
+        with self.reports.queue.call():
             self._unprepare(namespace, uid, name)
 
     def _prepare(self, namespace: str, uid: str, name: str) -> tuple[PreparedDevice, ...]:
@@ -153,9 +146,7 @@ class Preparer:
         with self._lock:
             done = self._prepared(uid)
         if done is not None:
-            if uid in self.status_pending:
-                again = done
-                self._later(lambda: self._report(again, uid, None))
+            self.reports.answered_again(done, uid)
             return done.devices
         # Reading the claim and checking its devices take no lock: kubelet prepares the
         # claims of different pods at once.
@@ -191,7 +182,7 @@ class Preparer:
                     self.files.save(uid, prepared)
                 except OSError as e:  # not remembered, so not prepared: kubelet retries
                     raise ClaimError(f"{where}: cannot save checkpoint {file}: {e.strerror or e}") from None
-                if not any(self.inventory.makes(n, d) for n, d in found):
+                if not any(self.inventory.makes(n) for n, _d in found):
                     try:  # nothing to make: one locked section
                         self._write_spec(uid, prepared, found)
                     except ClaimError:
@@ -204,7 +195,7 @@ class Preparer:
         log.info("%s: prepared %s", where, ", ".join(by_device))
         # The claim as read above: the status write patches it without reading it again
         # (its resourceVersion test catches a change in between).
-        self._later(lambda: self._report(prepared, uid, claim))
+        self.reports.prepared(prepared, uid, claim)
         return prepared.devices
 
     def _wait_made(self, uid: str) -> None:
@@ -263,40 +254,9 @@ class Preparer:
             except PrepareError as e:
                 log.error("device %s: cannot undo its prepare: %s", n, e)
 
-    def _later(self, write: Callable[[], None]) -> None:
-        """Queue a status write for the status thread."""
-        if self.write_status is not None:
-            self._status.put(write)
-
     def flush_status(self, timeout: float | None = None) -> bool:
         """Wait until the status writes queued so far are done; False on timeout."""
-        return self.write_status is None or self._status.flush(timeout)
-
-    def _report(self, claim: PreparedClaim, uid: str, read: dict[str, Any] | None) -> None:
-        """Write the claim's status.devices (on the status thread); a failure fails
-        nothing (the devices are prepared): it is logged once and tried again at the
-        claim's next prepare."""
-        if self.write_status is None:
-            return
-        entries = []
-        for d in claim.devices:
-            found = self.inventory.describe(d.device_name)
-            if found is not None:
-                dev, attrs, host = found
-                entries.append(
-                    device_status(
-                        driver=self.driver, pool=d.pool_name, name=d.device_name,
-                        device=dev, attributes=attrs, host=host,
-                    )
-                )  # fmt: skip
-        try:
-            self.write_status(claim.namespace, claim.name, uid, entries, read)
-        except ClaimStatusError as e:
-            if uid not in self.status_pending:
-                log.warning("%s; tried again at the claim's next prepare", e)
-            self.status_pending.add(uid)
-            return
-        self.status_pending.discard(uid)
+        return self.reports.flush(timeout)
 
     def _my_results(self, claim: dict[str, Any], where: str) -> list[dict[str, Any]]:
         allocation = (claim.get("status") or {}).get("allocation")
@@ -357,41 +317,55 @@ class Preparer:
             raise ClaimError(f"claim {namespace}/{name}: {e}") from None
 
     def _unprepare(self, namespace: str, uid: str, name: str) -> None:
-        file = self._claim_file(namespace, name, uid)
-        self._wait_made(uid)  # a prepare of it under way
-        with self._lock, self.files.locked():
-            self._check_open(f"claim {namespace}/{name}")
-            self._sync()
-            for d in (self.claims.get(uid) or PreparedClaim(namespace, name, ())).devices:
-                try:
-                    self.inventory.unprepare_device(d.device_name)
-                except PrepareError as e:  # kubelet retries the claim
-                    raise ClaimError(f"claim {namespace}/{name}: device {d.device_name}: {e}") from None
+        file, where = self._claim_file(namespace, name, uid), f"claim {namespace}/{name}"
+        while True:
+            self._wait_made(uid)  # a prepare or unprepare of it under way
+            with self._lock, self.files.locked():
+                if uid in self._making:
+                    continue
+                self._check_open(where)
+                self._sync()
+                held = self.claims.get(uid) or PreparedClaim(namespace, name, ())
+                slow = [d.device_name for d in held.devices if self.inventory.makes(d.device_name)]
+                if not slow:
+                    gone = self._undo(uid, held, file, where)
+                    break
+                making = self._making[uid] = threading.Event()
+            # Undone without either lock (destroying a MIG instance takes NVML a while):
+            # other claims' calls go on. The claim stays recorded until it is all undone.
             try:
-                self._spec_path(uid).unlink(missing_ok=True)
-            except OSError as e:
-                raise ClaimError(
-                    f"claim {namespace}/{name}: cannot remove its CDI spec: {e.strerror or e}"
-                ) from None
-            gone = self.claims.get(uid)
-            if gone is not None:
-                try:
-                    self.files.remove(uid)
-                except OSError as e:
-                    raise ClaimError(
-                        f"claim {namespace}/{name}: cannot remove checkpoint {file}: {e.strerror or e}"
-                    ) from None
-                log.info("claim %s/%s: unprepared", namespace, name)
-        if gone is not None:
-            self._later(lambda: self._clear_status(namespace, name, uid))
+                self._undo_devices(slow, where)
+                with self._lock, self.files.locked():
+                    self._check_open(where)
+                    gone = self._undo(uid, held, file, where, done=slow)
+            finally:
+                with self._lock:
+                    self._making.pop(uid, None)
+                making.set()
+            break
+        if gone:
+            self.reports.unprepared(namespace, name, uid)
 
-    def _clear_status(self, namespace: str, name: str, uid: str) -> None:
-        """Our entries say the devices are set up on this node; after unprepare they
-        are not. Best effort: a claim being deleted or deallocated loses them anyway."""
-        self.status_pending.discard(uid)
-        if self.write_status is None:
-            return
+    def _undo_devices(self, names: Sequence[str], where: str) -> None:
+        for n in names:
+            try:
+                self.inventory.unprepare_device(n)
+            except PrepareError as e:  # kubelet retries the claim
+                raise ClaimError(f"{where}: device {n}: {e}") from None
+
+    def _undo(self, uid: str, held: PreparedClaim, file: Path, where: str, done: Sequence[str] = ()) -> bool:
+        """Undo the claim's devices (but those ``done``), its CDI spec and its record
+        (True when there was one); the caller holds both locks."""
+        self._undo_devices([d.device_name for d in held.devices if d.device_name not in done], where)
         try:
-            self.write_status(namespace, name, uid, [], None)
-        except ClaimStatusError as e:
-            log.info("%s (after unprepare; left as is)", e)
+            self._spec_path(uid).unlink(missing_ok=True)
+        except OSError as e:
+            raise ClaimError(f"{where}: cannot remove its CDI spec: {e.strerror or e}") from None
+        if uid in self.claims:
+            try:
+                self.files.remove(uid)
+            except OSError as e:
+                raise ClaimError(f"{where}: cannot remove checkpoint {file}: {e.strerror or e}") from None
+            log.info("%s: unprepared", where)
+            return True
+        return False

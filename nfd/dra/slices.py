@@ -216,15 +216,15 @@ class DraInventory:
         prepare made still there and takes it back (a MIG instance)."""
         return [d.name for d in self._hooked("adopt_device", names)]
 
-    def makes(self, name: str, device: FoundDevice) -> bool:
+    def makes(self, name: str) -> bool:
         """Whether :meth:`prepare_device` makes something of the device (a MIG instance)."""
         with self._lock:
             d = self.by_name.get(name)
         kind = d.state.res.kind if d is not None else None
-        if getattr(kind, "prepare_device", None) is None:
+        if d is None or getattr(kind, "prepare_device", None) is None:
             return False
         check = getattr(kind, "makes", None)
-        return check is None or bool(check(device))
+        return check is None or bool(check(d.state.devices()[d.index][1]))
 
     def prepare_device(self, name: str, device: FoundDevice) -> FoundDevice:
         """What the device's kind makes of it at prepare (a MIG instance created); the

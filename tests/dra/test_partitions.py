@@ -314,7 +314,7 @@ def test_a_restart_takes_back_what_a_prepared_claim_made(host: Path, tmp_path: P
 
 
 class SlowNvml(FakeNvml):
-    """Creating the instance at memory slice 4 waits until ``go`` is set."""
+    """Creating or destroying the instance at memory slice 4 waits until ``go`` is set."""
 
     def __init__(self, *a: Any, **kw: Any) -> None:
         super().__init__(*a, **kw)
@@ -326,6 +326,12 @@ class SlowNvml(FakeNvml):
             self.waiting.set()
             assert self.go.wait(10)
         return super().create_mig(gpu_uuid, profile_id, start)
+
+    def destroy_mig(self, gpu_uuid: str, profile_id: int, start: int) -> bool:
+        if start == 4:
+            self.waiting.set()
+            assert self.go.wait(10)
+        return super().destroy_mig(gpu_uuid, profile_id, start)
 
 
 def test_making_an_instance_holds_up_no_other_claim(host: Path, tmp_path: Path) -> None:
@@ -340,5 +346,16 @@ def test_making_an_instance_holds_up_no_other_claim(host: Path, tmp_path: Path) 
         assert not slow.done() and not again.done()
         nvml.go.set()
         assert slow.result(10) == again.result(10)
-    assert nvml.calls.count("create_mig") == 2
+        assert nvml.calls.count("create_mig") == 2
+
+        # Destroying it holds up no other claim either; the claim stays recorded until done.
+        nvml.go.clear()
+        nvml.waiting.clear()
+        gone = pool.submit(prep.unprepare, "ns", "u1", "slow")
+        assert nvml.waiting.wait(10)
+        prep.unprepare("ns", "u2", "quick")
+        assert "u1" in prep.claims and not gone.done()
+        nvml.go.set()
+        gone.result(10)
+    assert prep.claims == {} and nvml.snapshot().gpus[0].mig_devices == ()
     prep.close()
