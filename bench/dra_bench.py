@@ -8,8 +8,8 @@ the fake API server over real HTTP, and a kubelet stand-in over real unix socket
   health poll and no udev;
 - the pool for a node with ``--devices`` PCI devices: slices, bytes as stored, and the
   writes for the first publish, for an unchanged re-sync, and for one health change;
-- NodePrepareResources latency (one claim per call, one device: the claim read, the CDI
-  spec written and fsynced, the checkpoint replaced) p50/p99, as a ratio to a do-nothing
+- NodePrepareResources latency (one claim per call, one device: the claim read, its
+  checkpoint file written, the CDI spec written and fsynced) p50/p99, as a ratio to a do-nothing
   grpcio DRAPlugin that answers every call with a fixed response, timed in interleaved
   blocks in this run. The claim's status.devices is written after the answer, on the
   driver's status thread, once the calls leave a quiet moment (kubelet's prepares come in

@@ -259,7 +259,9 @@ def counters(inv: DraInventory) -> dict[str, str]:
     return {k: v["value"] for k, v in gpu_set["counters"].items()}
 
 
-def test_an_instance_made_by_hand_is_taken_off_the_counters(host: Path, tmp_path: Path) -> None:
+def test_an_instance_made_by_hand_is_taken_off_the_counters(
+    host: Path, tmp_path: Path, fake_api: FakeApiServer
+) -> None:
     nvml = FakeNvml(a100_40gb())
     gpu = nvml.snapshot().gpus[0].uuid
     nvml.create_mig(gpu, 9, 4)  # an admin's 3g.20gb on memory slices 4 to 7
@@ -275,6 +277,14 @@ def test_an_instance_made_by_hand_is_taken_off_the_counters(host: Path, tmp_path
     sets = inv.counter_sets()
     assert fits([by_name["gpu-0-mig-3g20gb-0"]], sets)
     assert not fits([by_name["gpu-0-mig-1g5gb-4"]], sets) and not fits([by_name["gpu-0"]], sets)
+    client = fake_api.transport()  # the API server takes counters at 0
+    try:
+        assert (
+            SlicePublisher(client, driver=DRIVER, node=NODE).sync(inv.published(None), counter_sets=sets) == 2
+        )
+    finally:
+        client.close()
+    assert pool_counter_problems(fake_api.objects.list("resourceslices")) == []
     prep.close()
 
 
