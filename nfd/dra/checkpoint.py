@@ -272,15 +272,16 @@ class ClaimFiles:
         os.pwrite(self._fd, stamp, 0)
         self._stamp = stamp
 
-    def sync(self) -> None:
-        """Take in another instance's changes; raises CheckpointError when the directory
+    def sync(self) -> bool:
+        """Take in another instance's changes (True when the directory was listed: at the
+        first look, or after a change not ours); raises CheckpointError when the directory
         or a file cannot be read or written (nobody's fault: the call fails and is retried)."""
         try:
             # Read before the migration, which stamps the file with our own changes.
             stamp = os.pread(self._fd, 256, 0)
             self._migrate()
             if stamp and stamp == self._stamp and self._dir == self._dir_status():
-                return
+                return False
             self._take_in(listing(self.directory))
             stamp = os.pread(self._fd, 256, 0)
             if len(stamp) == STAMP_BYTES:
@@ -289,6 +290,7 @@ class ClaimFiles:
                 os.ftruncate(self._fd, 0)
                 self._changed()
             self._dir = self._dir_status()
+            return True
         except OSError as e:
             raise CheckpointError(f"checkpoint {self.directory}: {e.strerror or e}") from None
 

@@ -75,10 +75,6 @@ class Preparer:
                 self._sync()
             except ClaimError as e:  # the first call tries again
                 log.error("%s", e)
-            # What the prepared claims made before a restart is theirs again; anything else
-            # made on a partitioned device is not ours to hand out.
-            for n in self.inventory.adopt(d.device_name for c in self.claims.values() for d in c.devices):
-                log.info("device %s: made before the restart for a prepared claim; the claim's again", n)
             for n in self.inventory.unclaimed():
                 log.warning("device %s: made, by no claim (by hand?): its capacity is not published", n)
 
@@ -90,9 +86,12 @@ class Preparer:
     def _sync(self) -> None:
         """Take in what another instance changed; the caller holds both locks."""
         try:
-            self.files.sync()
+            listed = self.files.sync()
         except CheckpointError as e:  # not a file's fault: this call fails, kubelet retries
             raise ClaimError(str(e)) from None
+        if listed:  # the claims' devices, the other instance's too, are theirs (a MIG instance)
+            for n in self.inventory.adopt(d.device_name for c in self.claims.values() for d in c.devices):
+                log.info("device %s: made for a prepared claim before this instance started; the claim's", n)
 
     def _prepared(self, uid: str) -> PreparedClaim | None:
         """The claim as prepared, if its CDI spec is still there: the checkpoint is not

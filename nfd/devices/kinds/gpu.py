@@ -215,15 +215,17 @@ class GpuKind(NvmlHealth):
         return _placement(device) is not None
 
     def adopt_device(self, device: FoundDevice) -> bool:
-        """A prepared claim's MIG placement, from the checkpoint after a restart: its
-        instance, when NVML shows one there, is the claim's (reused by the claim's next
-        prepare, destroyed at its unprepare). True when there is one."""
+        """A prepared claim's MIG placement, from the checkpoint (after a restart, or
+        the other instance's in a rolling update): the claim's, and so is its instance
+        (reused by the claim's next prepare, destroyed at its unprepare). True when NVML
+        showed one there."""
         key = _placement(device)
+        if key is None:
+            return False
         with self._lock:
-            if key is None or key not in self._instances:
-                return False
+            new = key not in self._claimed
             self._claimed.add(key)
-            return True
+            return new and key in self._instances
 
     def unclaimed_instance(self, device: FoundDevice) -> bool:
         """Whether a MIG instance no claim holds sits at this placement (an admin's): the
