@@ -71,9 +71,10 @@ class GpuKind(NvmlHealth):
 
     _unavailable: str | None = field(default=None, init=False, repr=False)
     # MIG instances on partitioned GPUs by (GPU UUID, GPU-instance profile, placement
-    # start): every one NVML showed at discovery or this kind made since, and those that
-    # are claims' (made at a prepare, or adopted from the checkpoint after a restart).
-    # The others an admin made by hand: their capacity is not the scheduler's to give.
+    # start): every one NVML showed at discovery or this kind made since; and the
+    # placements prepared claims hold (made by a prepare here, or read from the
+    # checkpoint). An instance at a placement no claim holds an admin made by hand: its
+    # capacity is not the scheduler's to give.
     _instances: dict[tuple[str, int, int], MigDeviceInfo] = field(
         default_factory=dict, init=False, repr=False
     )
