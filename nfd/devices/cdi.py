@@ -84,28 +84,47 @@ def write_spec(
     return path
 
 
-def write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON atomically (see :func:`write_atomic`)."""
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+def write_json(path: Path, data: Any, *, locked: bool = False) -> None:
+    """Write ``data`` as compact JSON atomically (see :func:`write_atomic`): a DRA
+    prepare writes one per claim, and runtimes need no indentation."""
+    write_atomic(path, json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n", locked=locked)
 
 
-def write_atomic(path: Path, body: str, *, flush: bool = True) -> None:
+def write_atomic(path: Path, body: str, *, flush: bool = True, locked: bool = False) -> None:
     """Write a file atomically (temp file, rename): a reader sees the old file or the
     new one, never half of one. ``flush``: fsync it before the rename, so that a crash of
-    the node leaves the old file or the new one too (else perhaps an older or empty one)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".nfd-", suffix=".tmp")
+    the node leaves the old file or the new one too (else perhaps an older or empty one).
+    The directory is not fsynced: after a crash of the node the rename may be lost too,
+    which leaves the old file or none, never a torn one (the device plugin writes its
+    specs again at start; a DRA claim whose spec or checkpoint is gone is prepared again).
+    ``locked``: the caller holds a lock that makes it the file's only writer, so the
+    temporary file has a fixed name (``.<name>.tmp``: one a crash left is overwritten)."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(body)
+        fd, tmp = _temporary(path, locked)
+    except FileNotFoundError:  # the directory is made at the first write
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = _temporary(path, locked)
+    try:
+        try:
+            data = memoryview(body.encode())
+            while data:  # a short write is followed by the error that cut it short
+                data = data[os.write(fd, data) :]
+            os.fchmod(fd, 0o644)
             if flush:
-                f.flush()
-                os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         with_suppressed_unlink(tmp)
         raise
+
+
+def _temporary(path: Path, locked: bool) -> tuple[int, str]:
+    if not locked:
+        return tempfile.mkstemp(dir=path.parent, prefix=".nfd-", suffix=".tmp")
+    tmp = os.path.join(path.parent, f".{path.name}.tmp")
+    return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644), tmp
 
 
 def with_suppressed_unlink(path: str) -> None:

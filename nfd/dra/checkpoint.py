@@ -13,6 +13,12 @@ the driver reads such a file once, writes its claims to the directory and remove
 During a rolling update two plugin instances share the directory: each change is made
 under :func:`locked` (an flock on a file beside the old single file, which the previous
 version takes too), and an instance sees the other's changes in the directory's listing.
+The listing costs more with more claims prepared, so it is read again only when the
+lock file's stamp or the directory's own status changed: each change to the directory
+writes a new stamp there (an instance token and a counter) before the lock is let go, so
+a stamp equal to the last one this instance saw or wrote means no instance changed the
+directory since; the directory's inode and times catch a hand's change (a directory
+removed or replaced).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -35,6 +41,7 @@ log = logging.getLogger("nfd.dra")
 
 VERSION = 1
 SUFFIX = ".json"
+STAMP_BYTES = 34  # 16 hex digits of instance token, "-", 16 of counter, newline
 
 
 class CheckpointError(Exception):
@@ -146,7 +153,7 @@ def save(path: Path, claims: dict[str, PreparedClaim]) -> bytes:
     # Not flushed: an fsync is most of a prepare's time on a disk, and the file matters
     # to a restarted plugin, which reads the page cache. After a crash of the node, a
     # claim the file has but whose CDI spec is gone is prepared again.
-    write_atomic(path, text, flush=False)
+    write_atomic(path, text, flush=False, locked=True)  # under locked()
     return text.encode()
 
 
@@ -182,17 +189,36 @@ def parse_claim(path: Path, uid: str, text: bytes | None) -> PreparedClaim | Non
 
 
 @contextmanager
-def locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[int]:
     """Hold the exclusive lock of the checkpoint at ``path`` (on ``<path>.lock``): the
-    plugin instances sharing it take turns at their read-modify-writes."""
+    plugin instances sharing it take turns at their read-modify-writes. Gives the lock
+    file's descriptor (its content is the stamp, see :class:`ClaimFiles`)."""
     lock = path.with_name(path.name + ".lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except FileNotFoundError:  # the plugin directory is made at the first look
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        yield fd
     finally:
         os.close(fd)  # releases the lock
+
+
+def from_cdi_specs(specs: Iterable[Path], driver: str) -> dict[str, PreparedClaim]:
+    """The claims these CDI specs were written for: each of ``driver``'s specs names its
+    claim and devices in annotations."""
+    out: dict[str, PreparedClaim] = {}
+    for path in sorted(specs):
+        try:
+            notes = json.loads(path.read_bytes()).get("annotations") or {}
+            ns, name, uid = notes[f"{driver}/claim"].split("/")
+            devices = [PreparedDevice.from_json(d) for d in json.loads(notes[f"{driver}/devices"])]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue  # not one of ours, or not readable: nothing to recover from it
+        out[uid] = PreparedClaim(ns, name, tuple(devices))
+    return out
 
 
 def move_aside(path: Path) -> Path:
@@ -210,7 +236,7 @@ class ClaimFiles:
     another instance's changes by the directory's listing (names are claim UIDs; cheap
     to read again). ``single`` is the previous version's file, moved here when found;
     ``from_specs`` gives the claims as their CDI specs name them, for files that cannot
-    be trusted. The caller holds :func:`locked`."""
+    be trusted. Every method but :meth:`locked` is called inside it."""
 
     def __init__(
         self, directory: Path, single: Path, from_specs: Callable[[], dict[str, PreparedClaim]]
@@ -219,18 +245,74 @@ class ClaimFiles:
         self.single = single
         self._from_specs = from_specs
         self.claims: dict[str, PreparedClaim] = {}
+        self.devices = 0  # the claims' devices, counted as they change
         self._seen: frozenset[str] = frozenset()  # the listing as last read or changed here
+        self._token = os.urandom(8).hex()  # this instance's stamps
+        self._changes = 0
+        self._stamp: bytes | None = None  # the lock file's content as last seen or written
+        self._dir: tuple[int, int, int] | None = None  # the directory's, likewise
+        self._fd = -1  # the lock file while held
 
-    def sync(self) -> None:
-        """Take in another instance's changes; raises CheckpointError when the directory
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """:func:`locked` on the checkpoint, for the instances' read-modify-writes."""
+        with locked(self.single) as fd:
+            self._fd = fd
+            try:
+                yield
+            finally:
+                self._fd = -1
+
+    def _changed(self) -> None:
+        """Tell the other instances the directory changed (see the module's doc). Every
+        stamp has the same length, written over the last: no truncation, which costs a
+        journal entry on a disk."""
+        self._changes += 1
+        stamp = f"{self._token}-{self._changes:016x}\n".encode()
+        os.pwrite(self._fd, stamp, 0)
+        self._stamp = stamp
+
+    def sync(self) -> bool:
+        """Take in another instance's changes (True when the directory was listed: at the
+        first look, or after a change not ours); raises CheckpointError when the directory
         or a file cannot be read or written (nobody's fault: the call fails and is retried)."""
         try:
+            # Read before the migration, which stamps the file with our own changes.
+            stamp = os.pread(self._fd, 256, 0)
             self._migrate()
-            names = listing(self.directory)
-            if names == self._seen:
-                return
+            if stamp and stamp == self._stamp and self._dir == self._dir_status():
+                return False
+            self._take_in(listing(self.directory))
+            stamp = os.pread(self._fd, 256, 0)
+            if len(stamp) == STAMP_BYTES:
+                self._stamp = stamp
+            else:  # nobody stamped it yet (a new lock file): from now on ours says it
+                os.ftruncate(self._fd, 0)
+                self._changed()
+            self._dir = self._dir_status()
+            return True
+        except OSError as e:
+            raise CheckpointError(f"checkpoint {self.directory}: {e.strerror or e}") from None
+
+    def _put(self, uid: str, claim: PreparedClaim | None) -> None:
+        """The claim ``uid`` is this (None: none) from now on."""
+        old = self.claims.pop(uid, None) if claim is None else self.claims.get(uid)
+        if claim is not None:
+            self.claims[uid] = claim
+        self.devices += (len(claim.devices) if claim else 0) - (len(old.devices) if old else 0)
+
+    def _dir_status(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.directory)
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_ctime_ns
+
+    def _take_in(self, names: frozenset[str]) -> None:
+        """The claims of the files ``names``, as read now; raises OSError."""
+        if names != self._seen:
             for uid in self._seen - names:
-                self.claims.pop(uid, None)
+                self._put(uid, None)
             for uid in names - self._seen:
                 path = claim_file(self.directory, uid)
                 text = read(path)
@@ -238,25 +320,24 @@ class ClaimFiles:
                     claim = parse_claim(path, uid, text)
                 except CheckpointError as e:
                     claim = self._recover(uid, path, e)
-                if claim is None:
-                    self.claims.pop(uid, None)
-                else:
-                    self.claims[uid] = claim
+                self._put(uid, claim)
             self._seen = names - {uid for uid in names if uid not in self.claims}
-        except OSError as e:
-            raise CheckpointError(f"checkpoint {self.directory}: {e.strerror or e}") from None
 
     def save(self, uid: str, claim: PreparedClaim) -> None:
         """Write the claim's file (raises OSError); it is in memory from now on."""
+        self._changed()  # first: a stamp too many costs the other instance one listing
         save(claim_file(self.directory, uid), {uid: claim})
-        self.claims[uid] = claim
+        self._put(uid, claim)
         self._seen |= {uid}
+        self._dir = self._dir_status()
 
     def remove(self, uid: str) -> None:
         """Remove the claim's file (raises OSError), and forget it."""
+        self._changed()
         claim_file(self.directory, uid).unlink(missing_ok=True)
-        self.claims.pop(uid, None)
+        self._put(uid, None)
         self._seen -= {uid}
+        self._dir = self._dir_status()
 
     def _recover(self, uid: str, path: Path, e: CheckpointError) -> PreparedClaim | None:
         """A claim's file that cannot be trusted: set aside, the claim taken from its CDI
@@ -265,6 +346,7 @@ class ClaimFiles:
         claim = self._from_specs().get(uid)
         if claim is None:
             log.error("%s; moved to %s, and the claim has no CDI spec: not prepared", e, aside)
+            self._changed()
             return None
         log.error("%s; moved to %s, the claim recovered from its CDI spec", e, aside)
         self.save(uid, claim)
@@ -273,7 +355,10 @@ class ClaimFiles:
     def _migrate(self) -> None:
         """Move the claims of the previous version's single file to their own files and
         remove it. A previous version's instance beside this one during an upgrade may
-        write it again: looked for at every look (one failed open when it is gone)."""
+        write it again: looked for at every look (one access(2) when it is gone, cheaper
+        than a failed open's exception)."""
+        if not os.access(self.single, os.F_OK):
+            return
         text = read(self.single)
         if text is None:
             return

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -21,7 +20,7 @@ from nfd.devices import cdi
 from nfd.devices.kinds.model import CdiEdits, FoundDevice, PrepareError, cdi_name
 from nfd.dra import checkpoint
 from nfd.dra.checkpoint import CheckpointError, PreparedClaim, PreparedDevice
-from nfd.dra.claimstatus import ClaimStatusError, device_status
+from nfd.dra.claimstatus import ClaimReports, ClaimStatusWriter
 from nfd.dra.slices import DraInventory
 
 log = logging.getLogger("nfd.dra")
@@ -36,9 +35,6 @@ class ClaimError(Exception):
 
 # (namespace, name) -> the ResourceClaim as the API server has it; raises ClaimError.
 ClaimReader = Callable[[str, str], dict[str, Any]]
-# (namespace, name, uid, this driver's status.devices entries (empty: remove ours), the
-# claim as just read or None); raises ClaimStatusError.
-ClaimStatusWriter = Callable[[str, str, str, Sequence[dict[str, Any]], dict[str, Any] | None], None]
 
 
 class Preparer:
@@ -59,26 +55,28 @@ class Preparer:
         self.cdi_dir = Path(cdi_dir)
         self.checkpoint_path = Path(checkpoint_path)
         self.read_claim = read_claim
-        self.write_status = write_status
-        # Prepared claims whose status.devices is not written yet: tried again at the
-        # next prepare of the claim (kubelet calls again for every pod using it).
-        self.status_pending: set[str] = set()
-        # The status writes, in the order of the calls, off kubelet's path: a write is an
-        # API round trip that prepares nothing.
-        self._status: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._status_thread: threading.Thread | None = None
+        # The status writes, off kubelet's path: a write is an API round trip that
+        # prepares nothing.
+        self.reports = ClaimReports(write_status, driver=driver, describe=inventory.describe)
         self.cdi_kind = f"{driver}/{CDI_CLASS}"
         self._lock = threading.Lock()
+        self._making: dict[str, threading.Event] = {}  # claims whose devices are being made
         self._closed = False  # stopping: no more writes (see close)
         # One file per prepared claim in claims_dir; checkpoint_path is the previous
         # version's single file, migrated when found, and names the lock both take.
         self.claims_dir = self.checkpoint_path.with_name("claims")
-        self.files = checkpoint.ClaimFiles(self.claims_dir, self.checkpoint_path, self._from_cdi_specs)
-        with self._lock, checkpoint.locked(self.checkpoint_path):
+        self.files = checkpoint.ClaimFiles(
+            self.claims_dir,
+            self.checkpoint_path,
+            lambda: checkpoint.from_cdi_specs(self.cdi_dir.glob(f"{SPEC_PREFIX}*.json"), driver),
+        )
+        with self._lock, self.files.locked():
             try:
                 self._sync()
             except ClaimError as e:  # the first call tries again
                 log.error("%s", e)
+            for n in self.inventory.unclaimed():
+                log.warning("device %s: made, by no claim (by hand?): its capacity is not published", n)
 
     @property
     def claims(self) -> dict[str, PreparedClaim]:
@@ -88,22 +86,12 @@ class Preparer:
     def _sync(self) -> None:
         """Take in what another instance changed; the caller holds both locks."""
         try:
-            self.files.sync()
+            listed = self.files.sync()
         except CheckpointError as e:  # not a file's fault: this call fails, kubelet retries
             raise ClaimError(str(e)) from None
-
-    def _from_cdi_specs(self) -> dict[str, PreparedClaim]:
-        """The claims whose CDI specs we wrote: each spec names its claim and devices."""
-        out: dict[str, PreparedClaim] = {}
-        for path in sorted(self.cdi_dir.glob(f"{SPEC_PREFIX}*.json")):
-            try:
-                notes = json.loads(path.read_bytes()).get("annotations") or {}
-                ns, name, uid = notes[f"{self.driver}/claim"].split("/")
-                devices = [PreparedDevice.from_json(d) for d in json.loads(notes[f"{self.driver}/devices"])]
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
-                continue  # not one of ours, or not readable: nothing to recover from it
-            out[uid] = PreparedClaim(ns, name, tuple(devices))
-        return out
+        if listed:  # the claims' devices, the other instance's too, are theirs (a MIG instance)
+            for n in self.inventory.adopt(d.device_name for c in self.claims.values() for d in c.devices):
+                log.info("device %s: made for a prepared claim before this instance started; the claim's", n)
 
     def _prepared(self, uid: str) -> PreparedClaim | None:
         """The claim as prepared, if its CDI spec is still there: the checkpoint is not
@@ -112,6 +100,8 @@ class Preparer:
         done = self.claims.get(uid)
         if done is None or self._spec_path(uid).exists():
             return done
+        if uid in self._making:
+            return None  # recorded, not made yet: not prepared
         log.warning(
             "claim %s/%s: in the checkpoint, but its CDI spec %s is gone; preparing it again",
             done.namespace, done.name, self._spec_path(uid),
@@ -127,12 +117,12 @@ class Preparer:
         dropped whole, never half-written. kubelet retries the refused ones."""
         with self._lock:
             self._closed = True
-        self._status.put(None)  # the status thread ends after the writes queued
+        self.reports.queue.close()  # the status thread ends after the writes queued
 
     def prepared_devices(self) -> int:
         """How many devices the prepared claims hold."""
         with self._lock:
-            return sum(len(c.devices) for c in self.claims.values())
+            return self.files.devices
 
     def _check_open(self, where: str) -> None:
         if self._closed:
@@ -140,6 +130,14 @@ class Preparer:
 
     # -- the calls ----------------------------------------------------------------------
     def prepare(self, namespace: str, uid: str, name: str) -> tuple[PreparedDevice, ...]:
+        with self.reports.queue.call():
+            return self._prepare(namespace, uid, name)
+
+    def unprepare(self, namespace: str, uid: str, name: str) -> None:
+        with self.reports.queue.call():
+            self._unprepare(namespace, uid, name)
+
+    def _prepare(self, namespace: str, uid: str, name: str) -> tuple[PreparedDevice, ...]:
         file = self._claim_file(namespace, name, uid)
         # Answered from memory, without the flock: a claim the other instance of a rolling
         # update prepared is found in the locked section below (after one claim read), and
@@ -147,9 +145,7 @@ class Preparer:
         with self._lock:
             done = self._prepared(uid)
         if done is not None:
-            if uid in self.status_pending:
-                again = done
-                self._later(lambda: self._report(again, uid, None))
+            self.reports.answered_again(done, uid)
             return done.devices
         # Reading the claim and checking its devices take no lock: kubelet prepares the
         # claims of different pods at once.
@@ -167,29 +163,76 @@ class Preparer:
             if dev is None:
                 raise ClaimError(f"{where}: {why}")
             found.append((dev_name, dev))
-        with self._lock, checkpoint.locked(self.checkpoint_path):
-            self._sync()
-            done = self._prepared(uid)
-            if done is not None:  # a concurrent call for the same claim got there first
-                return done.devices
-            self._check_open(where)
-            found = self._make(found, where)
-            try:
-                prepared = self._write_spec(namespace, name, uid, found, by_device)
-            except ClaimError:
-                self._unmake([n for n, _d in found])
-                raise
-            try:
-                self.files.save(uid, prepared)
-            except OSError as e:  # not remembered, so not prepared: undo, kubelet retries
-                self._spec_path(uid).unlink(missing_ok=True)
-                self._unmake([n for n, _d in found])
-                raise ClaimError(f"{where}: cannot save checkpoint {file}: {e.strerror or e}") from None
+        # The claim's checkpoint file is written before anything is made, so that a MIG
+        # instance is on record before it exists: after a crash it is found and adopted
+        # (a claim recorded without its CDI spec is prepared again, or unprepared).
+        while True:
+            self._wait_made(uid)
+            with self._lock, self.files.locked():
+                if uid in self._making:
+                    continue  # another call for the claim began making it meanwhile
+                self._sync()
+                done = self._prepared(uid)
+                if done is not None:  # a concurrent call for the same claim got there first
+                    return done.devices
+                self._check_open(where)
+                prepared = self._record(namespace, name, uid, by_device)
+                try:
+                    self.files.save(uid, prepared)
+                except OSError as e:  # not remembered, so not prepared: kubelet retries
+                    raise ClaimError(f"{where}: cannot save checkpoint {file}: {e.strerror or e}") from None
+                if not any(self.inventory.makes(n) for n, _d in found):
+                    try:  # nothing to make: one locked section
+                        self._write_spec(uid, prepared, found)
+                    except ClaimError:
+                        self._forget_record(uid)
+                        raise
+                    break
+                making = self._making[uid] = threading.Event()
+            self._make_then_write(uid, prepared, found, where, making)
+            break
         log.info("%s: prepared %s", where, ", ".join(by_device))
         # The claim as read above: the status write patches it without reading it again
         # (its resourceVersion test catches a change in between).
-        self._later(lambda: self._report(prepared, uid, claim))
+        self.reports.prepared(prepared, uid, claim)
         return prepared.devices
+
+    def _wait_made(self, uid: str) -> None:
+        while (making := self._making.get(uid)) is not None:
+            making.wait()
+
+    def _make_then_write(
+        self,
+        uid: str,
+        prepared: PreparedClaim,
+        found: list[tuple[str, FoundDevice]],
+        where: str,
+        making: threading.Event,
+    ) -> None:
+        """Make the devices without either lock (creating a MIG instance takes NVML a
+        while: other claims' prepares go on), then write the CDI spec."""
+        made: list[tuple[str, FoundDevice]] = []
+        try:
+            made = self._make(found, where)
+            with self._lock, self.files.locked():
+                self._check_open(where)
+                self._write_spec(uid, prepared, made)
+        except ClaimError:
+            with self._lock, self.files.locked():
+                self._forget_record(uid)
+                self._unmake([n for n, _d in made])
+            raise
+        finally:
+            with self._lock:
+                self._making.pop(uid, None)
+            making.set()
+
+    def _forget_record(self, uid: str) -> None:
+        """The claim failed after its checkpoint file was written: the file goes."""
+        try:
+            self.files.remove(uid)
+        except OSError as e:  # it names no CDI spec: answered as not prepared
+            log.error("claim %s: cannot remove its checkpoint file: %s", uid, e.strerror or e)
 
     def _make(self, found: list[tuple[str, FoundDevice]], where: str) -> list[tuple[str, FoundDevice]]:
         """What the devices' kinds make at prepare (a MIG instance); on a failure, what
@@ -210,56 +253,9 @@ class Preparer:
             except PrepareError as e:
                 log.error("device %s: cannot undo its prepare: %s", n, e)
 
-    def _later(self, write: Callable[[], None]) -> None:
-        """Queue a status write for the status thread (started with the first)."""
-        if self.write_status is None:
-            return
-        with self._lock:
-            if self._status_thread is None:
-                self._status_thread = threading.Thread(
-                    target=self._write_statuses, name="nfd-dra-status", daemon=True
-                )
-                self._status_thread.start()
-        self._status.put(write)
-
-    def _write_statuses(self) -> None:
-        while (write := self._status.get()) is not None:
-            try:
-                write()
-            except Exception:  # a bug: the writes after it go on
-                log.exception("claim status write")
-
     def flush_status(self, timeout: float | None = None) -> bool:
         """Wait until the status writes queued so far are done; False on timeout."""
-        done = threading.Event()
-        self._later(done.set)
-        return self.write_status is None or done.wait(timeout)
-
-    def _report(self, claim: PreparedClaim, uid: str, read: dict[str, Any] | None) -> None:
-        """Write the claim's status.devices (on the status thread); a failure fails
-        nothing (the devices are prepared): it is logged once and tried again at the
-        claim's next prepare."""
-        if self.write_status is None:
-            return
-        entries = []
-        for d in claim.devices:
-            found = self.inventory.describe(d.device_name)
-            if found is not None:
-                dev, attrs, host = found
-                entries.append(
-                    device_status(
-                        driver=self.driver, pool=d.pool_name, name=d.device_name,
-                        device=dev, attributes=attrs, host=host,
-                    )
-                )  # fmt: skip
-        try:
-            self.write_status(claim.namespace, claim.name, uid, entries, read)
-        except ClaimStatusError as e:
-            if uid not in self.status_pending:
-                log.warning("%s; tried again at the claim's next prepare", e)
-            self.status_pending.add(uid)
-            return
-        self.status_pending.discard(uid)
+        return self.reports.flush(timeout)
 
     def _my_results(self, claim: dict[str, Any], where: str) -> list[dict[str, Any]]:
         allocation = (claim.get("status") or {}).get("allocation")
@@ -280,14 +276,16 @@ class Preparer:
                 )
         return mine
 
-    def _write_spec(
-        self,
-        namespace: str,
-        name: str,
-        uid: str,
-        found: list[tuple[str, FoundDevice]],
-        requests: dict[str, list[str]],
-    ) -> PreparedClaim:
+    def _record(self, namespace: str, name: str, uid: str, requests: dict[str, list[str]]) -> PreparedClaim:
+        """The claim as its checkpoint file and kubelet's answer have it."""
+        ids = {n: (f"{self.cdi_kind}={cdi_name(f'{uid}-{n}')}",) for n in requests}
+        return PreparedClaim(
+            namespace,
+            name,
+            tuple(PreparedDevice(tuple(r), self.node, n, ids[n]) for n, r in requests.items()),
+        )
+
+    def _write_spec(self, uid: str, prepared: PreparedClaim, found: list[tuple[str, FoundDevice]]) -> None:
         # One container gets all of a claim's devices: values of one variable are joined
         # (PCIDEVICE_<RESOURCE>=a,b), as the device plugin does for one container.
         joined: dict[str, list[str]] = {}
@@ -300,30 +298,16 @@ class Preparer:
             (f"{uid}-{n}", replace(d, cdi=CdiEdits(env=(*env, *d.cdi.env), hooks=d.cdi.hooks)))
             for n, d in found
         ]
-        prepared = PreparedClaim(
-            namespace,
-            name,
-            tuple(
-                PreparedDevice(
-                    tuple(requests[n]), self.node, n, (f"{self.cdi_kind}={cdi_name(f'{uid}-{n}')}",)
-                )
-                for n, _d in found
-            ),
-        )
-        notes = {
-            f"{self.driver}/claim": f"{namespace}/{name}/{uid}",
-            f"{self.driver}/devices": json.dumps(
-                [d.to_json() for d in prepared.devices], separators=(",", ":")
-            ),
-        }
+        namespace, name = prepared.namespace, prepared.name
+        listed = json.dumps([d.to_json() for d in prepared.devices], separators=(",", ":"))
+        notes = {f"{self.driver}/claim": f"{namespace}/{name}/{uid}", f"{self.driver}/devices": listed}
         spec = cdi.build_spec(self.cdi_kind, devices, annotations=notes)
         try:
-            cdi.write_json(self._spec_path(uid), spec)
+            cdi.write_json(self._spec_path(uid), spec, locked=True)  # under the flock
         except OSError as e:
             raise ClaimError(
                 f"claim {namespace}/{name}: cannot write CDI spec in {self.cdi_dir}: {e.strerror or e}"
             ) from None
-        return prepared
 
     def _claim_file(self, namespace: str, name: str, uid: str) -> Path:
         try:
@@ -331,41 +315,56 @@ class Preparer:
         except CheckpointError as e:
             raise ClaimError(f"claim {namespace}/{name}: {e}") from None
 
-    def unprepare(self, namespace: str, uid: str, name: str) -> None:
-        file = self._claim_file(namespace, name, uid)
-        with self._lock, checkpoint.locked(self.checkpoint_path):
-            self._check_open(f"claim {namespace}/{name}")
-            self._sync()
-            for d in (self.claims.get(uid) or PreparedClaim(namespace, name, ())).devices:
-                try:
-                    self.inventory.unprepare_device(d.device_name)
-                except PrepareError as e:  # kubelet retries the claim
-                    raise ClaimError(f"claim {namespace}/{name}: device {d.device_name}: {e}") from None
+    def _unprepare(self, namespace: str, uid: str, name: str) -> None:
+        file, where = self._claim_file(namespace, name, uid), f"claim {namespace}/{name}"
+        while True:
+            self._wait_made(uid)  # a prepare or unprepare of it under way
+            with self._lock, self.files.locked():
+                if uid in self._making:
+                    continue
+                self._check_open(where)
+                self._sync()
+                held = self.claims.get(uid) or PreparedClaim(namespace, name, ())
+                slow = [d.device_name for d in held.devices if self.inventory.makes(d.device_name)]
+                if not slow:
+                    gone = self._undo(uid, held, file, where)
+                    break
+                making = self._making[uid] = threading.Event()
+            # Undone without either lock (destroying a MIG instance takes NVML a while):
+            # other claims' calls go on. The claim stays recorded until it is all undone.
             try:
-                self._spec_path(uid).unlink(missing_ok=True)
-            except OSError as e:
-                raise ClaimError(
-                    f"claim {namespace}/{name}: cannot remove its CDI spec: {e.strerror or e}"
-                ) from None
-            gone = self.claims.get(uid)
-            if gone is not None:
-                try:
-                    self.files.remove(uid)
-                except OSError as e:
-                    raise ClaimError(
-                        f"claim {namespace}/{name}: cannot remove checkpoint {file}: {e.strerror or e}"
-                    ) from None
-                log.info("claim %s/%s: unprepared", namespace, name)
-        if gone is not None:
-            self._later(lambda: self._clear_status(namespace, name, uid))
+                self._undo_devices(slow, where)
+                with self._lock, self.files.locked():
+                    self._check_open(where)
+                    gone = self._undo(uid, held, file, where, done=slow)
+            finally:
+                with self._lock:
+                    self._making.pop(uid, None)
+                making.set()
+            break
+        if gone:
+            self.reports.unprepared(namespace, name, uid)
 
-    def _clear_status(self, namespace: str, name: str, uid: str) -> None:
-        """Our entries say the devices are set up on this node; after unprepare they
-        are not. Best effort: a claim being deleted or deallocated loses them anyway."""
-        self.status_pending.discard(uid)
-        if self.write_status is None:
-            return
+    def _undo_devices(self, names: Sequence[str], where: str) -> None:
+        for n in names:
+            try:
+                self.inventory.unprepare_device(n)
+            except PrepareError as e:  # kubelet retries the claim
+                raise ClaimError(f"{where}: device {n}: {e}") from None
+
+    def _undo(self, uid: str, held: PreparedClaim, file: Path, where: str, done: Sequence[str] = ()) -> bool:
+        """Undo the claim's devices (but those ``done``), its CDI spec and its record
+        (True when there was one); the caller holds both locks."""
+        self._undo_devices([d.device_name for d in held.devices if d.device_name not in done], where)
         try:
-            self.write_status(namespace, name, uid, [], None)
-        except ClaimStatusError as e:
-            log.info("%s (after unprepare; left as is)", e)
+            self._spec_path(uid).unlink(missing_ok=True)
+        except OSError as e:
+            raise ClaimError(f"{where}: cannot remove its CDI spec: {e.strerror or e}") from None
+        if uid in self.claims:
+            try:
+                self.files.remove(uid)
+            except OSError as e:
+                raise ClaimError(f"{where}: cannot remove checkpoint {file}: {e.strerror or e}") from None
+            log.info("%s: unprepared", where)
+            return True
+        return False

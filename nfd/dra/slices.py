@@ -17,7 +17,7 @@ import hashlib
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,14 +177,54 @@ class DraInventory:
         return out
 
     def counter_sets(self) -> list[dict[str, Any]]:
-        """The partitionable devices' counter sets (``spec.sharedCounters``), by name."""
+        """The partitionable devices' counter sets (``spec.sharedCounters``), by name,
+        less what the partitions no claim holds but that are made already consume (a MIG
+        instance an admin made by hand): the scheduler counts only its allocations."""
+        sets: dict[str, dict[str, str]] = {}
+        for d in self._hooked("unclaimed_instance"):
+            if d.partition is not None:
+                sets[d.partition.counter_set] = _less(
+                    sets.get(d.partition.counter_set, d.partition.totals), d.partition.consumes
+                )
         with self._lock:
             parts = [d.partition for d in self.by_name.values() if d.partition is not None]
-        sets = {p.counter_set: p.totals for p in parts}
+        for p in parts:
+            sets.setdefault(p.counter_set, dict(p.totals))
         return [
             {"name": n, "counters": {k: {"value": v} for k, v in sorted(c.items())}}
             for n, c in sorted(sets.items())
         ]
+
+    def unclaimed(self) -> list[str]:
+        """The devices made already that no claim holds (see :meth:`counter_sets`)."""
+        return [d.name for d in self._hooked("unclaimed_instance")]
+
+    def _hooked(self, hook: str, names: Iterable[str] | None = None) -> list[DraDevice]:
+        """The devices (all, or those named) whose kind's ``hook`` says yes of them."""
+        with self._lock:
+            by_name = self.by_name
+        out = []
+        for n in sorted(by_name) if names is None else names:
+            d = by_name.get(n)
+            check = getattr(d.state.res.kind, hook, None) if d is not None else None
+            if d is not None and check is not None and check(d.state.devices()[d.index][1]):
+                out.append(d)
+        return out
+
+    def adopt(self, names: Iterable[str]) -> list[str]:
+        """Prepared claims' devices after a restart: those whose kind finds what their
+        prepare made still there and takes it back (a MIG instance)."""
+        return [d.name for d in self._hooked("adopt_device", names)]
+
+    def makes(self, name: str) -> bool:
+        """Whether :meth:`prepare_device` makes something of the device (a MIG instance)."""
+        with self._lock:
+            d = self.by_name.get(name)
+        kind = d.state.res.kind if d is not None else None
+        if d is None or getattr(kind, "prepare_device", None) is None:
+            return False
+        check = getattr(kind, "makes", None)
+        return check is None or bool(check(d.state.devices()[d.index][1]))
 
     def prepare_device(self, name: str, device: FoundDevice) -> FoundDevice:
         """What the device's kind makes of it at prepare (a MIG instance created); the
@@ -263,3 +303,23 @@ def pool_slices(
         }
         for i, chunk in enumerate(chunks)
     ]
+
+
+_QUANTITY = re.compile(r"^(\d+)(Mi|Gi)?$")
+
+
+def _less(totals: Mapping[str, str], used: Mapping[str, str]) -> dict[str, str]:
+    """``totals`` less ``used``, counter by counter, in whole units (never below 0); the
+    quantities are those a kind writes: a count, or MiB as ``<n>Mi`` or ``<n>Gi``."""
+    out = dict(totals)
+    for k, q in used.items():
+        have, take = _QUANTITY.match(out.get(k, "")), _QUANTITY.match(q)
+        if have is None or take is None:
+            continue
+        scale = {None: 1, "Mi": 1, "Gi": 1024}
+        left = max(0, int(have[1]) * scale[have[2]] - int(take[1]) * scale[take[2]])
+        if have[2] is None:
+            out[k] = str(left)
+        else:
+            out[k] = f"{left // 1024}Gi" if left % 1024 == 0 and left else f"{left}Mi"
+    return out

@@ -59,6 +59,10 @@ class MigDeviceInfo:
     ofas: int = 0
     # "1g.10gb", "1c.3g.40gb"; computed from the attributes when the adapter reads it.
     profile: str = ""
+    # Its GPU instance's profile and placement (memory slices); -1 when NVML did not say.
+    gi_profile_id: int = -1
+    placement_start: int = -1
+    placement_size: int = 0
 
 
 @dataclass(frozen=True, slots=True)

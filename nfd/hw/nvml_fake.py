@@ -106,6 +106,9 @@ class FakeNvml:
                 jpegs=profile.jpegs,
                 ofas=profile.ofas,
                 profile=profile.name,
+                gi_profile_id=profile_id,
+                placement_start=place.start,
+                placement_size=place.size,
             )
             mine[(profile_id, place)] = mig
             self._set_gpu(replace(gpu, mig_devices=(*gpu.mig_devices, mig)))

@@ -178,14 +178,13 @@ class PynvmlAdapter:
                 continue  # a profile this GPU does not have
         return out
 
-    def _suffix(self, nv: Any, h: Any, gi: int, suffixes: dict[int, str]) -> str:
-        if not suffixes:
-            return ""
+    def _gi_info(self, nv: Any, h: Any, gi: int) -> Any:
+        """The GPU instance's profile and placement; None when NVML does not say (not
+        privileged to look at GPU instances)."""
         try:
-            info = nv.nvmlGpuInstanceGetInfo(nv.nvmlDeviceGetGpuInstanceById(h, gi))
+            return nv.nvmlGpuInstanceGetInfo(nv.nvmlDeviceGetGpuInstanceById(h, gi))
         except nv.NVMLError:
-            return ""  # e.g. not privileged to look at GPU instances: plain name
-        return suffixes.get(int(info.profileId), "")
+            return None
 
     def _migs(self, nv: Any, h: Any, parent_memory: int) -> tuple[MigDeviceInfo, ...]:
         out: list[MigDeviceInfo] = []
@@ -201,6 +200,7 @@ class PynvmlAdapter:
             gi_slices, ci_slices = int(a.gpuInstanceSliceCount), int(a.computeInstanceSliceCount)
             memory_mib = int(a.memorySizeMB)
             gi = int(nv.nvmlDeviceGetGpuInstanceId(m))
+            info = self._gi_info(nv, h, gi)
             out.append(
                 MigDeviceInfo(
                     index=slot,
@@ -221,8 +221,11 @@ class PynvmlAdapter:
                         ci_slices=ci_slices,
                         memory_mib=memory_mib,
                         parent_memory_bytes=parent_memory,
-                        suffix=self._suffix(nv, h, gi, suffixes),
+                        suffix=suffixes.get(int(info.profileId), "") if info is not None else "",
                     ),
+                    gi_profile_id=int(info.profileId) if info is not None else -1,
+                    placement_start=int(info.placement.start) if info is not None else -1,
+                    placement_size=int(info.placement.size) if info is not None else 0,
                 )
             )
         return tuple(out)

@@ -70,3 +70,39 @@ def test_a_uid_that_cannot_name_a_file_is_refused(tmp_path: Path, uid: str) -> N
     with pytest.raises(CheckpointError) as e:
         checkpoint.claim_file(tmp_path, uid)
     assert str(e.value) == f"claim UID {uid!r} cannot name a checkpoint file"
+
+
+def test_instances_see_each_others_changes_and_list_the_directory_only_then(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    single = tmp_path / "checkpoint.json"
+    a, b = (checkpoint.ClaimFiles(tmp_path / "claims", single, dict) for _ in range(2))
+    listed = []
+    real = checkpoint.listing
+    monkeypatch.setattr(checkpoint, "listing", lambda d: listed.append(d) or real(d))
+
+    def sync(files: checkpoint.ClaimFiles) -> int:
+        n = len(listed)
+        with files.locked():
+            files.sync()
+        return len(listed) - n
+
+    assert sync(a) == 1 and sync(b) == 1  # a first look lists
+    assert sync(a) == 0 and sync(b) == 0  # nothing changed since
+    with a.locked():
+        a.save("u1", claims()["u1"])
+    assert sync(a) == 0  # its own change
+    assert sync(b) == 1 and b.claims == {"u1": claims()["u1"]} and b.devices == 1
+    with b.locked():
+        b.remove("u1")
+    assert sync(a) == 1 and a.claims == {} and a.devices == 0
+    assert sync(a) == 0 and sync(b) == 0
+    # A hand's change without a stamp: the directory replaced.
+    (tmp_path / "claims").rename(tmp_path / "gone")
+    (tmp_path / "claims").mkdir()
+    checkpoint.save(checkpoint.claim_file(tmp_path / "claims", "u2"), {"u2": claims()["u1"]})
+    assert sync(a) == 1 and set(a.claims) == {"u2"}
+    # A new lock file (the plugin directory cleaned): listed again, then stamped.
+    (tmp_path / "checkpoint.json.lock").unlink()
+    assert sync(b) == 1 and set(b.claims) == {"u2"}
+    assert sync(a) == 1 and sync(a) == 0 and sync(b) == 0

@@ -216,3 +216,37 @@ def test_the_status_write_patches_the_claim_the_prepare_read_and_reads_it_again_
         assert (gets, patches) == ((2, 2) if changed else (1, 1)), (name, gets, patches)
         unprepared = kubelet.unprepare(DRIVER, ("default", uid, name))
         assert unprepared.claims[uid].error == ""
+        # Its status write (entries removed) waits for a quiet moment: done before the
+        # next claim's requests are counted.
+        assert driver.preparer.flush_status(5)
+
+
+def test_status_writes_wait_for_a_quiet_moment_and_no_longer_than_the_most_delay() -> None:
+    import threading
+    import time
+
+    from nfd.dra.claimstatus import StatusQueue
+
+    q = StatusQueue(quiet=0.05, max_delay=5.0)
+    done = threading.Event()
+    with q.call():
+        q.put(done.set)
+        assert not done.wait(0.2)  # a call under way
+    t = time.monotonic()
+    assert done.wait(5)
+    assert time.monotonic() - t >= 0.04  # the quiet moment after the call
+
+    q = StatusQueue(quiet=0.05, max_delay=0.2)
+    done.clear()
+    with q.call():  # a call that never ends (kubelet's calls back to back)
+        t = time.monotonic()
+        q.put(done.set)
+        assert done.wait(5) and time.monotonic() - t >= 0.15
+
+    q = StatusQueue(quiet=0.05, max_delay=60.0)
+    done.clear()
+    with q.call():
+        q.put(done.set)
+        assert not done.wait(0.1)
+        q.close()  # stopping: the writes queued are made at once
+        assert done.wait(5)

@@ -8,6 +8,8 @@ import itertools
 import json
 import re
 import shutil
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -239,3 +241,131 @@ def test_partitions_off_publish_no_placements() -> None:
 def test_bad_partition_config_is_one_line(resource: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_config({"resources": [resource]}, KindRegistry((GpuKind(),)))
+
+
+def preparer(inv: DraInventory, tmp_path: Path, claims: dict[str, dict[str, Any]]) -> Preparer:
+    return Preparer(
+        inv,
+        driver=DRIVER,
+        node=NODE,
+        cdi_dir=tmp_path / "cdi",
+        checkpoint_path=tmp_path / "checkpoint.json",
+        read_claim=lambda _ns, name: claims[name],
+    )
+
+
+def counters(inv: DraInventory) -> dict[str, str]:
+    [gpu_set] = inv.counter_sets()
+    return {k: v["value"] for k, v in gpu_set["counters"].items()}
+
+
+def test_an_instance_made_by_hand_is_taken_off_the_counters(
+    host: Path, tmp_path: Path, fake_api: FakeApiServer
+) -> None:
+    nvml = FakeNvml(a100_40gb())
+    gpu = nvml.snapshot().gpus[0].uuid
+    nvml.create_mig(gpu, 9, 4)  # an admin's 3g.20gb on memory slices 4 to 7
+    inv = inventory(nvml, host)
+    prep = preparer(inv, tmp_path, {})
+    assert inv.unclaimed() == ["gpu-0-mig-3g20gb-4"]
+    got = counters(inv)
+    assert [got[f"memory-slice-{i}"] for i in range(8)] == ["1"] * 4 + ["0"] * 4
+    assert got["memory"] == f"{40192 - 19968}Mi" and got["multiprocessors"] == str(98 - 42)
+    assert got["copy-engines"] == "4" and got["decoders"] == "3"
+    # As the scheduler counts: what fits beside the admin's instance, and what does not.
+    by_name = {d["name"]: d for d in inv.published(None)}
+    sets = inv.counter_sets()
+    assert fits([by_name["gpu-0-mig-3g20gb-0"]], sets)
+    assert not fits([by_name["gpu-0-mig-1g5gb-4"]], sets) and not fits([by_name["gpu-0"]], sets)
+    client = fake_api.transport()  # the API server takes counters at 0
+    try:
+        assert (
+            SlicePublisher(client, driver=DRIVER, node=NODE).sync(inv.published(None), counter_sets=sets) == 2
+        )
+    finally:
+        client.close()
+    assert pool_counter_problems(fake_api.objects.list("resourceslices")) == []
+    prep.close()
+
+
+def test_a_restart_takes_back_what_a_prepared_claim_made(host: Path, tmp_path: Path) -> None:
+    nvml = FakeNvml(a100_40gb())
+    claims = {"c1": claim("u1", "gpu-0-mig-3g20gb-4"), "c2": claim("u2", "gpu-0-mig-1g5gb-0")}
+    prep = preparer(inventory(nvml, host), tmp_path, claims)
+    prep.prepare("ns", "u1", "c1")
+
+    # Died between making the second claim's instance and writing its CDI spec: its
+    # checkpoint file, written first, has it on record.
+    def died(*_a: object) -> None:
+        raise KeyboardInterrupt  # as a kill: no undo runs
+
+    prep._write_spec = died  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        prep.prepare("ns", "u2", "c2")
+    assert sorted(m.profile for m in nvml.snapshot().gpus[0].mig_devices) == ["1g.5gb", "3g.20gb"]
+
+    # The new process: a fresh discovery sees both instances, the checkpoint names both.
+    inv = inventory(nvml, host)
+    again = preparer(inv, tmp_path, claims)
+    assert inv.unclaimed() == [] and counters(inv)["memory-slice-0"] == "1"
+    creates = nvml.calls.count("create_mig")
+    assert again.prepare("ns", "u1", "c1") == prep.claims["u1"].devices  # answered from the checkpoint
+    # The second claim has no CDI spec: prepared again, on its own instance.
+    devices = again.prepare("ns", "u2", "c2")
+    assert nvml.calls.count("create_mig") == creates
+    made = {m.profile: m.uuid for m in nvml.snapshot().gpus[0].mig_devices}
+    spec = json.loads((tmp_path / "cdi" / "nfd-dra-u2.json").read_text())
+    assert f"NVIDIA_VISIBLE_DEVICES={made['1g.5gb']}" in spec["devices"][0]["containerEdits"]["env"]
+    assert [d.device_name for d in devices] == ["gpu-0-mig-1g5gb-0"]
+    again.unprepare("ns", "u1", "c1")
+    again.unprepare("ns", "u2", "c2")
+    assert nvml.snapshot().gpus[0].mig_devices == ()
+    again.close()
+
+
+class SlowNvml(FakeNvml):
+    """Creating or destroying the instance at memory slice 4 waits until ``go`` is set."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.go = threading.Event()
+        self.waiting = threading.Event()
+
+    def create_mig(self, gpu_uuid: str, profile_id: int, start: int) -> Any:
+        if start == 4:
+            self.waiting.set()
+            assert self.go.wait(10)
+        return super().create_mig(gpu_uuid, profile_id, start)
+
+    def destroy_mig(self, gpu_uuid: str, profile_id: int, start: int) -> bool:
+        if start == 4:
+            self.waiting.set()
+            assert self.go.wait(10)
+        return super().destroy_mig(gpu_uuid, profile_id, start)
+
+
+def test_making_an_instance_holds_up_no_other_claim(host: Path, tmp_path: Path) -> None:
+    nvml = SlowNvml(a100_40gb())
+    claims = {"slow": claim("u1", "gpu-0-mig-3g20gb-4"), "quick": claim("u2", "gpu-0-mig-1g5gb-0")}
+    prep = preparer(inventory(nvml, host), tmp_path, claims)
+    with ThreadPoolExecutor(3) as pool:
+        slow = pool.submit(prep.prepare, "ns", "u1", "slow")
+        assert nvml.waiting.wait(10)
+        again = pool.submit(prep.prepare, "ns", "u1", "slow")  # kubelet's retry: waits for the first
+        assert [d.device_name for d in prep.prepare("ns", "u2", "quick")] == ["gpu-0-mig-1g5gb-0"]
+        assert not slow.done() and not again.done()
+        nvml.go.set()
+        assert slow.result(10) == again.result(10)
+        assert nvml.calls.count("create_mig") == 2
+
+        # Destroying it holds up no other claim either; the claim stays recorded until done.
+        nvml.go.clear()
+        nvml.waiting.clear()
+        gone = pool.submit(prep.unprepare, "ns", "u1", "slow")
+        assert nvml.waiting.wait(10)
+        prep.unprepare("ns", "u2", "quick")
+        assert "u1" in prep.claims and not gone.done()
+        nvml.go.set()
+        gone.result(10)
+    assert prep.claims == {} and nvml.snapshot().gpus[0].mig_devices == ()
+    prep.close()

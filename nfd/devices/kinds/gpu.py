@@ -53,7 +53,7 @@ from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.hw.accel_ids import GPU_CLASSES
 from nfd.hw.accel_pci import numa_node, pci_functions
-from nfd.hw.nvml import GpuInfo, Nvml, NvmlError, NvmlUnavailable
+from nfd.hw.nvml import GpuInfo, MigDeviceInfo, Nvml, NvmlError, NvmlUnavailable
 from nfd.hw.nvml_pynvml import open_adapter
 
 log = logging.getLogger("nfd.deviceplugin")
@@ -70,6 +70,15 @@ class GpuKind(NvmlHealth):
     udev_subsystems: tuple[str, ...] = ("pci", "drm")
 
     _unavailable: str | None = field(default=None, init=False, repr=False)
+    # MIG instances on partitioned GPUs by (GPU UUID, GPU-instance profile, placement
+    # start): every one NVML showed at discovery or this kind made since; and the
+    # placements prepared claims hold (made by a prepare here, or read from the
+    # checkpoint). An instance at a placement no claim holds an admin made by hand: its
+    # capacity is not the scheduler's to give.
+    _instances: dict[tuple[str, int, int], MigDeviceInfo] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    _claimed: set[tuple[str, int, int]] = field(default_factory=set, init=False, repr=False)
 
     # -- config -------------------------------------------------------------------------
     def parse_selector(self, raw: Any, where: str) -> GpuSelector:
@@ -122,6 +131,7 @@ class GpuKind(NvmlHealth):
             numa = numa_node(host, g.sysfs_address)
             if sel.mig_partitions and g.mig_enabled and g.mig_profiles:
                 found += self._partitions(g, numa, (gpu_node, *common))
+                self._seen_instances(g)
                 self._policy[g.uuid] = sel
                 continue
             if not sel.mig_profiles:
@@ -186,18 +196,62 @@ class GpuKind(NvmlHealth):
             )
         return out
 
+    def _seen_instances(self, g: GpuInfo) -> None:
+        """The GPU's MIG instances as NVML shows them now."""
+        with self._lock:
+            for key in [k for k in self._instances if k[0] == g.uuid]:
+                del self._instances[key]
+            for m in g.mig_devices:
+                if m.placement_start < 0:
+                    log.warning(
+                        "GPU %s: MIG device %s (%s): NVML does not say where it is; its capacity is"
+                        " not taken off the GPU's counters", g.uuid, m.uuid, m.profile,
+                    )  # fmt: skip
+                    continue
+                self._instances[(g.uuid, m.gi_profile_id, m.placement_start)] = m
+
     # -- DRA's prepare and unprepare ------------------------------------------------------
+    def makes(self, device: FoundDevice) -> bool:
+        """Whether :meth:`prepare_device` makes something of it (a MIG placement)."""
+        return _placement(device) is not None
+
+    def adopt_device(self, device: FoundDevice) -> bool:
+        """A prepared claim's MIG placement, from the checkpoint (after a restart, or
+        the other instance's in a rolling update): the claim's, and so is its instance
+        (reused by the claim's next prepare, destroyed at its unprepare). True when NVML
+        showed one there."""
+        key = _placement(device)
+        if key is None:
+            return False
+        with self._lock:
+            new = key not in self._claimed
+            self._claimed.add(key)
+            return new and key in self._instances
+
+    def unclaimed_instance(self, device: FoundDevice) -> bool:
+        """Whether a MIG instance no claim holds sits at this placement (an admin's): the
+        counters it consumes are taken off its GPU's."""
+        key = _placement(device)
+        with self._lock:
+            return key is not None and key in self._instances and key not in self._claimed
+
     def prepare_device(self, device: FoundDevice, host: HostRoot) -> FoundDevice:
         """A MIG placement's instance made now (GPU instance and a compute instance
-        spanning it), with its /dev/nvidia-caps nodes and its UUID for the container;
-        any other device as it is. Raises PrepareError."""
-        a = device.attributes
-        if not a.get("placement_start"):
+        spanning it), or the claim's own adopted one, with its /dev/nvidia-caps nodes and
+        its UUID for the container; any other device as it is. Raises PrepareError."""
+        a, key = device.attributes, _placement(device)
+        if key is None:
             return device
-        try:
-            mig = self._nvml().create_mig(a["uuid"], int(a["mig_profile_id"]), int(a["placement_start"]))
-        except (NvmlError, NvmlUnavailable) as e:
-            raise PrepareError(f"creating MIG {a['profile']} at {a['placement_start']}: {e}") from None
+        with self._lock:
+            mig = self._instances.get(key) if key in self._claimed else None
+        if mig is None:
+            try:
+                mig = self._nvml().create_mig(*key)
+            except (NvmlError, NvmlUnavailable) as e:
+                raise PrepareError(f"creating MIG {a['profile']} at {a['placement_start']}: {e}") from None
+            with self._lock:
+                self._instances[key] = mig
+                self._claimed.add(key)
         caps = mig_cap_nodes(host, int(a["minor"]), mig.gpu_instance_id, mig.compute_instance_id)
         env = tuple((k, mig.uuid if k == "NVIDIA_VISIBLE_DEVICES" else v) for k, v in device.env)
         return replace(device, device_nodes=(*device.device_nodes, *caps), env=env)
@@ -205,13 +259,16 @@ class GpuKind(NvmlHealth):
     def unprepare_device(self, device: FoundDevice) -> None:
         """Destroy the instance :meth:`prepare_device` made for a MIG placement (none
         there: done already). Raises PrepareError."""
-        a = device.attributes
-        if not a.get("placement_start"):
+        a, key = device.attributes, _placement(device)
+        if key is None:
             return
         try:
-            self._nvml().destroy_mig(a["uuid"], int(a["mig_profile_id"]), int(a["placement_start"]))
+            self._nvml().destroy_mig(*key)
         except (NvmlError, NvmlUnavailable) as e:
             raise PrepareError(f"destroying MIG {a['profile']} at {a['placement_start']}: {e}") from None
+        with self._lock:
+            self._instances.pop(key, None)
+            self._claimed.discard(key)
 
     def _nvml(self) -> Nvml:
         nvml = self._open()
@@ -227,3 +284,12 @@ class GpuKind(NvmlHealth):
         if a.get("pci_address") and not os.path.isdir(host.sys / "bus/pci/devices" / a["pci_address"]):
             return Gone("PCI device gone from sysfs")
         return self._nvidia_health(device)
+
+
+def _placement(device: FoundDevice) -> tuple[str, int, int] | None:
+    """(GPU UUID, GPU-instance profile, placement start) of a MIG placement; None for
+    any other device."""
+    a = device.attributes
+    if not a.get("placement_start"):
+        return None
+    return a["uuid"], int(a["mig_profile_id"]), int(a["placement_start"])

@@ -5,6 +5,7 @@ package above them."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -122,7 +123,12 @@ def env_name(resource: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in resource).upper()
 
 
+_CDI_NAME = re.compile(r"[A-Za-z0-9_.:-]*")
+
+
 def cdi_name(pid: str) -> str:
     """A CDI device name from a device ID (letters, digits, '_', '.', ':', '-')."""
-    name = "".join(c if c.isalnum() or c in "_.:-" else "_" for c in pid)
+    # Most IDs (claim UIDs, PCI addresses, device names) are one already: a prepare
+    # names three or more.
+    name = pid if _CDI_NAME.fullmatch(pid) else "".join(c if c.isalnum() or c in "_.:-" else "_" for c in pid)
     return name if name[:1].isalnum() else "d" + name
