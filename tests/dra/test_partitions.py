@@ -166,14 +166,7 @@ def test_prepare_makes_the_mig_device_and_unprepare_destroys_it(host: Path, tmp_
     nvml = FakeNvml(a100_40gb())
     inv = inventory(nvml, host)
     claims = {"c1": claim("u1", "gpu-0-mig-3g20gb-4"), "c2": claim("u2", "gpu-0-mig-1g5gb-5")}
-    prep = Preparer(
-        inv,
-        driver=DRIVER,
-        node=NODE,
-        cdi_dir=tmp_path / "cdi",
-        checkpoint_path=tmp_path / "checkpoint.json",
-        read_claim=lambda _ns, name: claims[name],
-    )
+    prep = preparer(inv, tmp_path, claims)
     prep.prepare("ns", "u1", "c1")
     gpu = nvml.snapshot().gpus[0]
     [made] = gpu.mig_devices
