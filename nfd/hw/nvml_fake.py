@@ -10,6 +10,7 @@ import queue
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from nfd.hw.nvml import (
     GpuInfo,
@@ -316,3 +317,28 @@ def t4() -> NvmlSnapshot:
         architecture=6,
     )
     return NvmlSnapshot(driver_version="535.183.01", cuda_driver_version=12020, gpus=(gpu,))
+
+
+def snapshot_from_dict(data: dict[str, Any]) -> NvmlSnapshot:
+    """A snapshot as ``dataclasses.asdict`` wrote it: what a capture on a real GPU node
+    keeps (``tests/fixtures/capture_gpu.py``)."""
+
+    def gpu(g: dict[str, Any]) -> GpuInfo:
+        profiles = tuple(
+            MigProfileInfo(**{**p, "placements": tuple(MigPlacement(**x) for x in p["placements"])})
+            for p in g.get("mig_profiles", ())
+        )
+        return GpuInfo(
+            **{
+                **g,
+                "compute": tuple(g["compute"]) if g.get("compute") else None,
+                "mig_devices": tuple(MigDeviceInfo(**m) for m in g.get("mig_devices", ())),
+                "mig_profiles": profiles,
+            }
+        )
+
+    return NvmlSnapshot(
+        driver_version=data["driver_version"],
+        cuda_driver_version=int(data["cuda_driver_version"]),
+        gpus=tuple(gpu(g) for g in data.get("gpus", ())),
+    )
