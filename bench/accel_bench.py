@@ -5,8 +5,9 @@ health poll of the gpu device kind over 8 GPUs (the device plugin polls every 20
 
     python bench/accel_bench.py
 
-Also the cost on this machine (usually no accelerator: what every GPU-less node pays).
-Asserts nothing.
+Also the cost on this machine: usually no accelerator (what every GPU-less node pays); on
+a node with NVIDIA GPUs the real NVML's, with one health poll of its GPUs through the
+real NVML and the memory that loading NVML adds to the process. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ def measure(label: str, fn: Callable[[], object], n: int = 200) -> None:
     )
 
 
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def main() -> None:
     h100 = HostRoot.under(HOSTS / "gpu-h100x8")
     a100 = HostRoot.under(HOSTS / "gpu-a100-mig")
@@ -67,10 +75,20 @@ def main() -> None:
         lambda: FpgaSource().discover(HostRoot.under(HOSTS / "fpga-arria10"), cfg),
     )
     here, real_gpu, real_fpga = HostRoot(), GpuSource(), FpgaSource()
+    before = rss_mib()
+    t0 = time.perf_counter()
+    real_gpu.discover(here, cfg)
+    print(f"{'gpu source discover, this machine, first pass':<52} {(time.perf_counter() - t0) * 1e3:7.3f} ms")
     measure(
         "gpu + fpga discover, this machine",
         lambda: (real_gpu.discover(here, cfg), real_fpga.discover(here, cfg)),
     )
+    print(f"{'RSS those passes added (NVML where it is used)':<52} {rss_mib() - before:7.1f} MiB")
+    real_plugin = parse_config({"resources": [{"name": "nvidia.com/gpu", "gpu": {"vendor": "nvidia"}}]})
+    real_states, _ = build_states(real_plugin.resources, features=Features(), host=here)
+    if real_states and real_states[0].physical_ids:
+        n = len(real_states[0].physical_ids)
+        measure(f"device plugin health poll, this machine's {n} GPU(s)", real_states[0].refresh)
 
     kind = GpuKind(nvml=lambda: FakeNvml(h100x8()), event_wait=0.05)
     plugin = parse_config(
