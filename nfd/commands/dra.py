@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if not resources:
         warnings.append(f"{args.config} marks no resource servedBy: dra; publishing an empty pool")
 
-    from nfd.dra.slices import DraInventory, TaintPolicy, pool_slices
+    from nfd.dra.slices import DraInventory, pool_now
 
     try:
         inventory = DraInventory(states, features=feats, host=host)
@@ -111,13 +111,8 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         for w in warnings:
             print(f"warning: {w}", file=sys.stderr)
-        taints = TaintPolicy.for_driver(config.driver_name, config.dra.taint_effect)
-        slices = pool_slices(
-            inventory.published(taints),
-            driver=config.driver_name,
-            node=node,
-            generation=1,
-            counter_sets=inventory.counter_sets(),
+        slices = pool_now(
+            inventory, driver=config.driver_name, node=node, taint_effect=config.dra.taint_effect
         )
         print(json.dumps({"apiVersion": "v1", "kind": "List", "items": slices}, indent=2))
         return 0

@@ -305,6 +305,18 @@ def pool_slices(
     ]
 
 
+def pool_now(inventory: DraInventory, *, driver: str, node: str, taint_effect: str) -> list[dict[str, Any]]:
+    """The slices the pool would be published as now, at generation 1: what
+    ``nfd dra --check`` prints."""
+    return pool_slices(
+        inventory.published(TaintPolicy.for_driver(driver, taint_effect)),
+        driver=driver,
+        node=node,
+        generation=1,
+        counter_sets=inventory.counter_sets(),
+    )
+
+
 _QUANTITY = re.compile(r"^(\d+)(Mi|Gi)?$")
 
 

@@ -22,7 +22,7 @@ from nfd.devices.kinds import KindRegistry
 from nfd.devices.kinds.gpu import GpuKind
 from nfd.discovery import discover
 from nfd.dra.driver import DraDriver
-from nfd.dra.slices import DraInventory, TaintPolicy, pool_slices
+from nfd.dra.slices import DraInventory, pool_now
 from nfd.features import Features
 from nfd.hostroot import HostRoot
 from nfd.hw.nvml_fake import FakeNvml, snapshot_from_dict
@@ -66,14 +66,7 @@ def inventory() -> tuple[Any, list[Any], DraInventory]:
 
 def test_the_pool_is_the_one_the_node_printed() -> None:
     config, _states, inv = inventory()
-    taints = TaintPolicy.for_driver(config.driver_name, config.dra.taint_effect)
-    slices = pool_slices(
-        inv.published(taints),
-        driver=config.driver_name,
-        node=NODE,
-        generation=1,
-        counter_sets=inv.counter_sets(),
-    )
+    slices = pool_now(inv, driver=config.driver_name, node=NODE, taint_effect=config.dra.taint_effect)
     assert slices == printed_pool()["items"]
     [device] = slices[0]["spec"]["devices"]
     assert device["attributes"]["productName"] == {"string": "NVIDIA H100 80GB HBM3"}
