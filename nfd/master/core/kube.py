@@ -18,6 +18,7 @@ from nfd.daemonpool import DaemonPool
 from nfd.kube.errors import TooManyRequests
 from nfd.kube.heavy import count_requests, from_exception
 from nfd.kube.ratelimit import AdaptiveRate
+from nfd.master.core import nodeview
 from nfd.master.core.settings import KubeSettings
 
 if TYPE_CHECKING:
@@ -104,16 +105,23 @@ class KubeApi:
         except Exception:  # closing a pool that never connected; nothing to lose
             pass
 
-    async def _call(self, fn: Callable[[], Any], *, limited: bool = True, write: bool = False) -> Any:
+    async def _call(
+        self,
+        fn: Callable[[], Any],
+        *,
+        limited: bool = True,
+        write: bool = False,
+        decode: Callable[[bytes], Any] = json.loads,
+    ) -> Any:
         """``limited``: within the limiter's rate; ``write``: a write, within its window
-        too, whose latency steers it."""
+        too, whose latency steers it. ``decode``: the answer's JSON to Python."""
         if not limited:
-            return await self._send(fn)
+            return await self._send(fn, decode)
         await self.limiter.acquire(write=write)
         try:
             t0 = time.monotonic()
             try:
-                out = await self._send(fn)
+                out = await self._send(fn, decode)
             except TooManyRequests:
                 self.limiter.throttled()
                 raise
@@ -123,7 +131,7 @@ class KubeApi:
             if write:
                 self.limiter.release()
 
-    async def _send(self, fn: Callable[[], Any]) -> Any:
+    async def _send(self, fn: Callable[[], Any], decode: Callable[[bytes], Any]) -> Any:
         loop = asyncio.get_running_loop()
 
         def run() -> Any:
@@ -132,7 +140,7 @@ class KubeApi:
             except BaseException as e:
                 raise from_exception(e) from None
             data = resp.data
-            return json.loads(data) if data else {}
+            return decode(data) if data else {}
 
         return await loop.run_in_executor(self.pool, run)
 
@@ -166,13 +174,17 @@ class KubeApi:
         return resp.response
 
     async def patch_node(self, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
+        """The Node written, as ``nodeview.node`` keeps it."""
         return await self._call(  # type: ignore[no-any-return]
-            lambda: self._json_patch("/api/v1/nodes/{name}", name, ops), write=True
+            lambda: self._json_patch("/api/v1/nodes/{name}", name, ops), write=True, decode=nodeview.node
         )
 
     async def patch_node_status(self, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
+        """The Node written, as ``nodeview.node`` keeps it."""
         return await self._call(  # type: ignore[no-any-return]
-            lambda: self._json_patch("/api/v1/nodes/{name}/status", name, ops), write=True
+            lambda: self._json_patch("/api/v1/nodes/{name}/status", name, ops),
+            write=True,
+            decode=nodeview.node,
         )
 
     # -- auth -------------------------------------------------------------------------
