@@ -67,10 +67,10 @@ class FeaturesRequest(BaseModel):
 
 
 # FeaturesRequest again as TypedDicts: pydantic-core validates a body against these as it
-# parses it, in one pass, and answers plain dicts (the models would build objects, then
-# dicts again): half the CPU of a full features PUT. The models above stay the contract
-# (the OpenAPI document, the error messages); tests/master/test_worker_requests.py holds
-# the two to taking the same bodies.
+# parses it, in one pass, and answers the plain dicts the master works on; parsing into
+# dicts and then validating the model built every value twice (1.5 times the CPU). The
+# models above stay the contract (the OpenAPI document, the error messages);
+# tests/master/test_features_body.py holds the two to taking the same bodies.
 @with_config(ConfigDict(extra="ignore"))
 class _FlagSetBody(TypedDict, total=False):
     elements: dict[str, dict[str, object]]

@@ -160,7 +160,7 @@ class KubeApi:
         validation and its walk of the body through sanitize_for_serialization (a Python
         call per value; the ops are plain JSON already). Sent on the client's connection
         pool as its REST client sends it, but the body encoded by pydantic-core, compact
-        (json.dumps took 2.5 times the CPU, and a tenth more bytes for the server), and
+        (json.dumps took 3-5 times the CPU, and a twentieth more bytes for the server), and
         counted as ``count_requests`` counts the rest. Answers the raw response, as
         ``_preload_content=False``."""
         import urllib3
