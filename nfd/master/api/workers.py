@@ -104,8 +104,7 @@ def _features(rt: Runtime, node: str, body: bytes) -> Answer:
         rt.metrics.update_requests.inc()
         rec.last_seen = time.monotonic()
     else:
-        data = jsonbody.parse(body)
-        jsonbody.check(FeaturesRequest, data)
+        data = jsonbody.parse_features(body)
         rec = rt.service.submit(
             node,
             features=data["features"],

@@ -38,7 +38,8 @@ class ListWatch:
     """``absent``: LIST statuses that mean "there are none" rather than a failure (404:
     the CRD is not installed; 403 on the first LIST: no rights to read them, and the rest
     of the master works on without them; a 403 on a later LIST keeps what was listed). ``relist_after_break``: a broken watch lists again instead
-    of resuming, for an owner whose ``live`` must mean no gap since a LIST."""
+    of resuming, for an owner whose ``live`` must mean no gap since a LIST. ``decode``:
+    each event's JSON line to Python (the Node watch keeps only what it reads)."""
 
     def __init__(
         self,
@@ -51,6 +52,7 @@ class ListWatch:
         on_synced: Callable[[], None] | None = None,
         absent: Collection[int] = (),
         relist_after_break: bool = False,
+        decode: Callable[[str], dict[str, Any]] = json.loads,
     ) -> None:
         self.api = api
         self.resource = resource
@@ -60,6 +62,7 @@ class ListWatch:
         self.on_synced = on_synced
         self.absent = absent
         self.relist_after_break = relist_after_break
+        self.decode = decode
         self.synced = False  # listed at least once
         self.live = False  # listed, and the watch has not broken since
         self._rv = ""
@@ -181,7 +184,7 @@ class ListWatch:
             if self._stop.is_set():  # stopped while it opened, too soon to shut it down
                 return
             for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
-                yield json.loads(line) if line else {}
+                yield self.decode(line) if line else {}
         except ApiError:
             raise
         except Exception as e:

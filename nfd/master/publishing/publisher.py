@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from nfd.kube.errors import ApiError, NotFound
+from nfd.master.core import nodeview
 from nfd.master.core.jobs import Jobs
 from nfd.master.core.kube import NODES, KubeApi
 from nfd.master.core.metrics import Metrics
@@ -113,6 +114,7 @@ class KubePublisher:
             page_size=settings.list_page_size,
             on_list=self._listed,
             on_event=self._on_event,
+            decode=nodeview.event,  # the keys NodeSync reads, the rest left unparsed
         )
         self._prime_task: asyncio.Task[None] | None = None
 
