@@ -15,6 +15,9 @@ the fake API server over real HTTP, and a kubelet stand-in over real unix socket
   driver's status thread, once the calls leave a quiet moment (kubelet's prepares come in
   bursts): the bench waits for the block's writes before the reference's block, and
   prints how long they took.
+- with ``--spans``, the prepare's steps timed inside the driver (wall and the calling
+  thread's CPU time, p50 over the calls): the wrappers cost a little, so the ratio of
+  such a run is not the one to quote.
 
 CDI specs go to a tmpfs directory when /dev/shm exists, as /var/run/cdi is on a node; the
 checkpoint goes to the disk under /tmp, as /var/lib/kubelet does. The checkpoint is not
@@ -187,12 +190,43 @@ def reference_server(path: str) -> grpc.Server:
     return server
 
 
+def _timed(f: Any, xs: list[tuple[float, float]]) -> Any:
+    def timed(*a: Any, **k: Any) -> Any:
+        t, c = time.perf_counter(), time.thread_time()
+        try:
+            return f(*a, **k)
+        finally:
+            xs.append((time.perf_counter() - t, time.thread_time() - c))
+
+    return timed
+
+
+def time_spans() -> dict[str, list[tuple[float, float]]]:
+    """Wrap the prepare's steps (on their classes, before the driver is made) to record
+    each call's (wall, thread CPU) seconds under the step's label."""
+    from nfd.dra import checkpoint, plugin, prepare, publisher, slices
+
+    spans: dict[str, list[tuple[float, float]]] = {}
+    steps = [
+        (plugin.DraService, "NodePrepareResources", "gRPC handler"),
+        (publisher.ClaimReaderApi, "__call__", "claim GET"),
+        (slices.DraInventory, "usable", "device re-check"),
+        (prepare.Preparer, "_sync", "listing check"),
+        (checkpoint.ClaimFiles, "save", "checkpoint file"),
+        (prepare.Preparer, "_write_spec", "CDI spec"),
+    ]
+    for owner, attr, label in steps:
+        setattr(owner, attr, _timed(getattr(owner, attr), spans.setdefault(label, [])))
+    return spans
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--devices", type=int, default=256)
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--block", type=int, default=50, help="calls per interleaved block")
+    ap.add_argument("--spans", action="store_true", help="time the prepare's steps inside the driver")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     tmp = Path(tempfile.mkdtemp(prefix="nfddra-", dir="/tmp"))
@@ -203,6 +237,7 @@ def main() -> int:
 
 
 def run(args: argparse.Namespace, tmp: Path) -> int:
+    spans = time_spans() if args.spans else {}
     host, feats, addrs = make_host(tmp / "host", args.devices)
     config = parse_config(
         {"resources": [{"name": "example.com/fpga", "pci": {"vendor": "1172"}, "servedBy": "dra",
@@ -273,6 +308,8 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
                 dra_pb.NodePrepareResourcesRequest(claims=[dra_pb.Claim(namespace="d", uid="w", name="w")])
             )
         kubelet.unprepare(DRIVER, ("default", "warm", "warm"))
+        for xs in spans.values():
+            xs.clear()  # the calls below only
         nfd_t: list[float] = []
         ref_t: list[float] = []
         status_t: list[float] = []
@@ -298,6 +335,9 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
             print(
                 f"NodePrepareResources {label}: p50 {ms(pct(xs, 50))}, p99 {ms(pct(xs, 99))} ({len(xs)} calls)"
             )
+        for label, pairs in spans.items():
+            wall, cpu = (statistics.median(x) for x in zip(*pairs, strict=True))
+            print(f"  span {label}: p50 {ms(wall)}, CPU {ms(cpu)} ({len(pairs)} calls)")
         print(
             f"status writes after each block of {args.block}: {ms(statistics.median(status_t))} (median of"
             f" {len(status_t)} blocks, from the block's last answer)"

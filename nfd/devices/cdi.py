@@ -28,7 +28,7 @@ def spec_path(cdi_dir: str | Path, kind: str) -> Path:
     return Path(cdi_dir) / f"nfd-{vendor}-{cls}.json"
 
 
-def _edits(d: FoundDevice) -> dict[str, Any]:
+def _edits(d: FoundDevice, env: Sequence[str] = ()) -> dict[str, Any]:
     edits: dict[str, Any] = {}
     if d.device_nodes:
         edits["deviceNodes"] = [
@@ -44,8 +44,8 @@ def _edits(d: FoundDevice) -> dict[str, Any]:
             }
             for m in d.mounts
         ]
-    if d.cdi.env:
-        edits["env"] = list(d.cdi.env)
+    if env or d.cdi.env:
+        edits["env"] = [*env, *d.cdi.env]
     if d.cdi.hooks:
         edits["hooks"] = [
             {"hookName": h.hook_name, "path": h.path}
@@ -62,12 +62,14 @@ def build_spec(
     version: str = CDI_VERSION,
     *,
     annotations: dict[str, str] | None = None,
+    env: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The spec for ``kind`` (``vendor.com/class``) with one CDI device per physical ID.
-    Devices with nothing to inject are left out (CDI refuses empty edits)."""
+    """The spec for ``kind`` (``vendor.com/class``) with one CDI device per physical ID,
+    ``env`` ("K=V") set in each before the device's own. Devices with nothing to inject
+    are left out (CDI refuses empty edits)."""
     out = []
     for pid, d in devices:
-        edits = _edits(d)
+        edits = _edits(d, env)
         if edits:
             out.append({"name": cdi_name(pid), "containerEdits": edits})
     spec: dict[str, Any] = {"cdiVersion": version, "kind": kind, "devices": out}

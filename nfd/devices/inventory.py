@@ -94,6 +94,12 @@ class ResourceState:
         # Called (outside the lock, on the thread that saw it) when devices' health
         # changed; nfd.devices.health.HealthMonitor fans it out.
         self.on_health_changed: Callable[[ResourceState, list[HealthChange]], None] | None = None
+        # The host-side templates and their placeholders, parsed once: every health check
+        # looks at them (a DRA prepare re-checks its device).
+        self._host_templates = tuple(
+            (path, tuple(_fields(path)))
+            for path in (*(t.host_path for t in res.device_nodes), *(m.host_path for m in res.mounts))
+        )
         self.refresh()
 
     # -- building ----------------------------------------------------------------------
@@ -118,9 +124,9 @@ class ResourceState:
 
     def _unfilled(self, d: FoundDevice) -> str | None:
         """Why a device cannot get its configured nodes or mounts, or None."""
-        for path in (*(t.host_path for t in self.res.device_nodes), *(m.host_path for m in self.res.mounts)):
-            if _fill(path, d.attributes) is None:
-                empty = sorted(f for f in _fields(path) if not d.attributes.get(f))
+        for path, fields in self._host_templates:
+            empty = sorted(f for f in fields if not d.attributes.get(f))
+            if empty:
                 return f"{path}: no {', '.join(empty)} for this device"
         return None
 

@@ -12,12 +12,11 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from nfd.devices import cdi
-from nfd.devices.kinds.model import CdiEdits, FoundDevice, PrepareError, cdi_name
+from nfd.devices.kinds.model import FoundDevice, PrepareError, cdi_name
 from nfd.dra import checkpoint
 from nfd.dra.checkpoint import CheckpointError, PreparedClaim, PreparedDevice
 from nfd.dra.claimstatus import ClaimReports, ClaimStatusWriter
@@ -293,15 +292,12 @@ class Preparer:
             for k, v in d.env:
                 if v not in joined.setdefault(k, []):
                     joined[k].append(v)
-        env = tuple(f"{k}={','.join(v)}" for k, v in joined.items())
-        devices = [
-            (f"{uid}-{n}", replace(d, cdi=CdiEdits(env=(*env, *d.cdi.env), hooks=d.cdi.hooks)))
-            for n, d in found
-        ]
+        env = [f"{k}={','.join(v)}" for k, v in joined.items()]
         namespace, name = prepared.namespace, prepared.name
         listed = json.dumps([d.to_json() for d in prepared.devices], separators=(",", ":"))
         notes = {f"{self.driver}/claim": f"{namespace}/{name}/{uid}", f"{self.driver}/devices": listed}
-        spec = cdi.build_spec(self.cdi_kind, devices, annotations=notes)
+        devices = [(f"{uid}-{n}", d) for n, d in found]
+        spec = cdi.build_spec(self.cdi_kind, devices, annotations=notes, env=env)
         try:
             cdi.write_json(self._spec_path(uid), spec, locked=True)  # under the flock
         except OSError as e:

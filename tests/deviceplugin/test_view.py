@@ -87,3 +87,23 @@ def test_cdi_spec_written_atomically_and_replaced(tmp_path: Path) -> None:
     # Devices with nothing to inject are left out: CDI refuses empty edits.
     p3 = write_spec(tmp_path, "example.com/x", [("a", FoundDevice(id="a"))])
     assert json.loads(p3.read_text())["devices"] == []
+
+
+def test_cdi_spec_env_for_every_device_comes_before_the_devices_own() -> None:
+    # A DRA claim's devices share one container: the claim's joined variables go in each
+    # device's edits, ahead of what the kind adds; a device with only env is not empty.
+    from nfd.devices.cdi import build_spec
+    from nfd.devices.kinds.model import CdiEdits
+
+    gpu = FoundDevice(id="g", device_nodes=(DeviceNode("/dev/g", "/dev/g"),), cdi=CdiEdits(env=("A=1",)))
+    bare = FoundDevice(id="b")
+    spec = build_spec("example.com/x", [("g", gpu), ("b", bare)], env=["P=a,b"])
+    assert cdi_problems(spec) == []
+    assert [(d["name"], d["containerEdits"]["env"]) for d in spec["devices"]] == [
+        ("g", ["P=a,b", "A=1"]),
+        ("b", ["P=a,b"]),
+    ]
+    [plain] = build_spec("example.com/x", [("g", FoundDevice(id="g", device_nodes=gpu.device_nodes))])[
+        "devices"
+    ]
+    assert "env" not in plain["containerEdits"]
