@@ -46,35 +46,49 @@ DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 
 @dataclass(frozen=True, slots=True)
 class CpuidConfig:
+    """``sources.cpu.cpuid``: which CPUID flags become labels (all stay in the raw
+    features)."""
+
     attribute_blacklist: tuple[str, ...] = DEFAULT_CPUID_BLACKLIST
     attribute_whitelist: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class CpuConfig:
+    """``sources.cpu``."""
+
     cpuid: CpuidConfig = field(default_factory=CpuidConfig)
 
 
 @dataclass(frozen=True, slots=True)
 class KernelConfig:
+    """``sources.kernel``: the kernel config file ('': upstream's search path) and the
+    options of it that become labels."""
+
     kconfig_file: str = ""
     config_opts: tuple[str, ...] = ("NO_HZ", "NO_HZ_IDLE", "NO_HZ_FULL", "PREEMPT")
 
 
 @dataclass(frozen=True, slots=True)
 class PciConfig:
+    """``sources.pci``: the device classes labelled, and the fields a label is named by."""
+
     device_class_whitelist: tuple[str, ...] = ("03", "0b40", "12")
     device_label_fields: tuple[str, ...] = ("class", "vendor")
 
 
 @dataclass(frozen=True, slots=True)
 class UsbConfig:
+    """``sources.usb``: the device classes labelled, and the fields a label is named by."""
+
     device_class_whitelist: tuple[str, ...] = ("0e", "ef", "fe", "ff")
     device_label_fields: tuple[str, ...] = ("class", "vendor", "device")
 
 
 @dataclass(frozen=True, slots=True)
 class LocalConfig:
+    """``sources.local``: the directory of feature files."""
+
     # Relative paths are taken below the host root's /etc when they start with "/etc".
     features_dir: str = DEFAULT_FEATURES_DIR
 
@@ -100,6 +114,8 @@ class GpuConfig:
 
 @dataclass(frozen=True, slots=True)
 class SourcesConfig:
+    """``sources``: each feature source's settings."""
+
     cpu: CpuConfig = field(default_factory=CpuConfig)
     kernel: KernelConfig = field(default_factory=KernelConfig)
     pci: PciConfig = field(default_factory=PciConfig)
@@ -112,6 +128,9 @@ class SourcesConfig:
 
 @dataclass(frozen=True, slots=True)
 class CoreConfig:
+    """``core``: which sources run and which are labelled, the label whitelist, and the
+    worker's interval and publishing switch."""
+
     label_whitelist: str = field(default="", metadata={"key": "labelWhiteList"})
     no_publish: bool = False
     sleep_interval: float = 60.0  # seconds; the file says "60s" as upstream does
@@ -130,5 +149,7 @@ class CoreConfig:
 
 @dataclass(frozen=True, slots=True)
 class WorkerConfig:
+    """The worker config file (``nfd-worker.conf``)."""
+
     core: CoreConfig = field(default_factory=CoreConfig)
     sources: SourcesConfig = field(default_factory=SourcesConfig)

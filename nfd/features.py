@@ -38,6 +38,10 @@ class NullAttributes(dict[str, str]):
 
 @dataclass(slots=True)
 class Features:
+    """A node's raw features, upstream's three kinds, each keyed by ``domain.feature``:
+    flags (a set of names), attributes (name -> value) and instances (a list of
+    attribute sets)."""
+
     flags: dict[str, set[str]] = field(default_factory=dict)
     attributes: dict[str, dict[str, str]] = field(default_factory=dict)
     instances: dict[str, list[Instance]] = field(default_factory=dict)

@@ -73,6 +73,8 @@ _PARTS_DEEPEST_FIRST = tuple(sorted(((k, "/" + v) for k, v in _PARTS.items()), k
 
 @dataclass(frozen=True, slots=True)
 class HostRoot:
+    """Where each part of the host's filesystem is (below ``/`` by default)."""
+
     sys: HostPath = HostPath("/sys")
     proc: HostPath = HostPath("/proc")
     etc: HostPath = HostPath("/etc")

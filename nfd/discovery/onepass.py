@@ -21,6 +21,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class DiscoveryResult:
+    """One discovery pass: the sources' features, and each source's error (if it failed)
+    and time."""
+
     features: Features = field(default_factory=Features)
     errors: dict[str, str] = field(default_factory=dict)  # source -> what went wrong
     durations: dict[str, float] = field(default_factory=dict)  # source -> seconds

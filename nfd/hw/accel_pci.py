@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class PciFunction:
+    """One PCI function, as sysfs describes it."""
+
     address: str  # "0000:18:00.0"
     pci_class: str  # six hex digits, "030200"
     vendor: str  # four hex digits, "10de"

@@ -50,6 +50,9 @@ DIRECTIVE_PREFIX = "# +"
 
 @dataclass(slots=True)
 class ParsedFile:
+    """What one feature file (or hook's output) gives: features, labels, what was wrong
+    in it, and when its next entry expires."""
+
     features: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
