@@ -12,6 +12,7 @@ from nfd.features import Features
 from nfd.policy import (
     DEFAULT_POLICY,
     Policy,
+    Taint,
     check_annotation,
     check_extended_resource,
     check_label,
@@ -24,7 +25,7 @@ from nfd.policy import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
-    from nfd.rules import RuleOutput, Taint
+    from nfd.rules import RuleOutput
 
 # The kinds of ``Decision.rejected``, as the master's API names them.
 KINDS = ("labels", "annotations", "extendedResources", "taints")

@@ -250,6 +250,19 @@ def check_taint(key: str, value: str, effect: str, policy: Policy = DEFAULT_POLI
     return label_value_error(value)
 
 
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """A Node taint as a rule writes it (the key is never prefixed)."""
+
+    key: str
+    value: str = ""
+    effect: str = ""
+
+    def __str__(self) -> str:
+        # As kubectl prints taints; also the master's tracking annotation.
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
 # -- Kubernetes quantities -------------------------------------------------------------
 
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE]|)$")

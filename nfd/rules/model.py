@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from nfd.policy import Taint
 from nfd.rules.template import Template
 
 OPS = frozenset(
@@ -25,22 +26,6 @@ OPS = frozenset(
     | {"IsTrue", "IsFalse"}
 )
 VALUE_TYPES = frozenset({"", "version"})
-
-
-# Here, not in nfd.policy (which checks taints): the node's commands import the policy,
-# and a dataclass costs a few million instructions to create, so ``nfd discover``, which
-# never sees a taint, would pay for it.
-@dataclass(frozen=True, slots=True)
-class Taint:
-    """A Node taint as a rule writes it (the key is never prefixed)."""
-
-    key: str
-    value: str = ""
-    effect: str = ""
-
-    def __str__(self) -> str:
-        # As kubectl prints taints; also the master's tracking annotation.
-        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
 
 
 class RuleParseError(ValueError):

@@ -16,7 +16,7 @@ from nfd.master.publishing.patches import (
     observe,
     status_patch,
 )
-from nfd.rules import Taint
+from nfd.policy import Taint
 
 from .helpers import apply_json_patch
 

@@ -13,12 +13,13 @@ from nfd.features import Features
 from nfd.policy import (
     DEFAULT_POLICY,
     Policy,
+    Taint,
     check_annotation,
     check_extended_resource,
     check_label,
     check_taint,
 )
-from nfd.rules import RuleOutput, Taint
+from nfd.rules import RuleOutput
 
 NS = "feature.node.kubernetes.io/"
 

@@ -9,8 +9,7 @@ from typing import Any
 
 from nfd.decision import Decision
 from nfd.master.core.state import Observed, shared
-from nfd.policy import FEATURE_NS, NFD_NS, parse_quantity
-from nfd.rules import Taint
+from nfd.policy import FEATURE_NS, NFD_NS, Taint, parse_quantity
 
 LABELS_ANN = f"{NFD_NS}/feature-labels"
 ER_ANN = f"{NFD_NS}/extended-resources"
