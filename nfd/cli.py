@@ -8,18 +8,16 @@ import argparse
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import NoReturn, Protocol
 
 from nfd import __version__
 
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from typing import Any, NoReturn, Protocol
 
-    class CommandModule(Protocol):
-        def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+class CommandModule(Protocol):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
 
-        def run(self, args: argparse.Namespace) -> int: ...
+    def run(self, args: argparse.Namespace) -> int: ...
 
 
 # command -> (module, one-line help). Each module has add_arguments(parser) and
@@ -56,43 +54,12 @@ LOG_LEVELS = ["debug", "info", "warning", "error"]
 LOG_FORMATS = ["text", "json"]
 
 
-def _terminal_columns() -> int:
-    """The terminal's width as ``shutil.get_terminal_size`` gives it: $COLUMNS, else
-    standard output's terminal, else 80."""
-    try:
-        columns = int(os.environ.get("COLUMNS", ""))
-    except ValueError:
-        columns = 0
-    if columns > 0:
-        return columns
-    stdout = sys.__stdout__
-    if stdout is None:
-        return 80
-    try:
-        return os.get_terminal_size(stdout.fileno()).columns or 80
-    except (AttributeError, ValueError, OSError):  # no fileno, closed, not a terminal
-        return 80
-
-
-class _HelpFormatter(argparse.HelpFormatter):
-    """argparse's help formatter, given the terminal's width. argparse makes a formatter
-    for every argument added (to check its metavar), and one left to find the width
-    itself imports ``shutil`` (which imports ``bz2`` and ``lzma``): 7 M instructions, a
-    fortieth of ``nfd discover``, for help that is not printed."""
-
-    def __init__(self, prog: str) -> None:
-        super().__init__(prog, width=_terminal_columns() - 2)
-
-
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser, or one with ``only`` as its one command: a command named on the
     command line needs no other command's parser, and building the seven others would
     be a fifth of ``nfd discover``'s parsing."""
 
     class _Parser(argparse.ArgumentParser):
-        def __init__(self, **kwargs: Any) -> None:
-            super().__init__(formatter_class=_HelpFormatter, **kwargs)
-
         def error(self, message: str) -> None:  # type: ignore[override]
             # argparse prints usage + message and exits 2; keep it to one line.
             raise CliError(message)

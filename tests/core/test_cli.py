@@ -90,28 +90,3 @@ def test_a_signal_landing_while_the_main_thread_holds_the_stop_events_lock_still
     except subprocess.TimeoutExpired:
         raise AssertionError("the signal handler waits for a lock its own thread holds") from None
     assert (p.returncode, p.stdout) == (0, "True\n"), p.stderr
-
-
-def test_help_is_wrapped_to_the_width_in_columns() -> None:
-    # The help formatter is given the width itself (not through shutil): $COLUMNS as
-    # shutil.get_terminal_size reads it, 80 without a terminal.
-    import os
-
-    def widest(columns: str | None) -> int:
-        env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-        if columns is not None:
-            env["COLUMNS"] = columns
-        p = subprocess.run(
-            [sys.executable, "-m", "nfd", "discover", "--help"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env,
-        )
-        assert p.returncode == 0, p.stderr
-        # The option lines (``--output {...}, -o {...}``) are never broken; the text is.
-        return max(len(line) for line in p.stdout.splitlines() if "{" not in line)
-
-    assert 70 < widest(None) <= 78
-    assert 50 < widest("60") <= 58
-    assert 100 < widest("140") <= 138
