@@ -201,8 +201,8 @@ class KubeApi:
         """``keep`` of the Node written (as ``nodeview.node`` parses it), taken on the
         client's thread as soon as the answer is parsed, so the parsed Node is let go
         there rather than held until the event loop gets to it: with 64 writes in flight,
-        the parsed Nodes waiting for the loop left free room in Python's arenas that
-        stayed (1.7 MB of 4.2 at 10,000 nodes, docs/perf.md)."""
+        parsed Nodes waiting for the loop leave free room in Python's arenas that stays
+        (docs/perf.md, "The master at scale")."""
         return await self._call(  # type: ignore[no-any-return]
             lambda: self._json_patch("/api/v1/nodes/{name}", name, ops),
             write=True,
