@@ -63,3 +63,32 @@ def test_every_api_call_is_counted_with_its_resource(fake_api):
         assert counted.get(call, 0) >= 1, (call, counted)
     # The same calls the API server saw (the hook is on the client, not beside it).
     assert counted[("patch", "nodes")] == fake_api.log.count(verb="patch", resource="nodes")
+
+
+async def test_what_is_kept_of_a_patch_answer_is_taken_on_the_client_thread(fake_api):
+    """The parsed Node is reduced where it was parsed, not held until the event loop
+    gets to it (the master's memory with many writes in flight)."""
+    import threading
+
+    from nfd.master.core.kube import KubeApi
+    from nfd.master.core.settings import KubeSettings
+
+    fake_api.create_node("n")
+    kube = KubeApi(fake_api.api_client(), KubeSettings())
+    threads: list[int] = []
+
+    def keep(node: dict[str, object]) -> object:
+        threads.append(threading.get_ident())
+        return node["metadata"]["labels"]  # type: ignore[index]
+
+    try:
+        ops = [{"op": "add", "path": "/metadata/labels", "value": {"a": "1"}}]
+        labels = await kube.patch_node("n", ops, keep)
+        status = await kube.patch_node_status(
+            "n", [{"op": "add", "path": "/status/capacity/x", "value": "1"}], dict
+        )
+    finally:
+        kube.close()
+    assert labels == {"a": "1"}
+    assert status["status"]["capacity"]["x"] == "1"
+    assert threads and threading.get_ident() not in threads

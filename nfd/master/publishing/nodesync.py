@@ -79,12 +79,15 @@ class NodeSync:
         decision, dpr = rec.decision, rec.device_plugin_resources
         ops = node_patch(decision, obs, device_plugin_resources=dpr)
         sops = status_patch(decision, obs, device_plugin_resources=dpr)
+
+        # What is kept of each answer is taken on the client's thread (``KubeApi.patch_node``).
+        def keep(node: dict[str, Any]) -> Observed:
+            return observe(node, decision)
+
         if ops:
-            node = await self.api.patch_node(name, ops)
-            rec.observed = observe(node, decision)
+            rec.observed = await self.api.patch_node(name, ops, keep)
         if sops:
-            node = await self.api.patch_node_status(name, sops)
-            rec.observed = observe(node, decision)
+            rec.observed = await self.api.patch_node_status(name, sops, keep)
         if ops or sops:
             self.metrics.updates.inc()
             log.debug("node %s: %d node ops, %d status ops", name, len(ops), len(sops))

@@ -68,6 +68,11 @@ class NodePlan:
         )
 
 
+def _nothing(node: Mapping[str, Any]) -> None:
+    """What a prune keeps of a PATCH answer it has no use for."""
+    return None
+
+
 def plan(node: Mapping[str, Any]) -> NodePlan:
     """What nfd set on ``node`` (a Node as JSON), and the patches that remove it."""
     meta = node.get("metadata") or {}
@@ -182,11 +187,11 @@ class Pruner:
             p = plan(node)
             try:
                 if p.status_ops and not self.dry_run:
-                    node = await self.api.patch_node_status(name, list(p.status_ops))
+                    node = await self.api.patch_node_status(name, list(p.status_ops), dict)
                     ers.update(p.extended_resources)
                     p = replace(plan(node), extended_resources=p.extended_resources)
                 if p.node_ops and not self.dry_run:
-                    await self.api.patch_node(name, list(p.node_ops))
+                    await self.api.patch_node(name, list(p.node_ops), _nothing)
             except (Conflict, Invalid) as e:
                 # Changed under us (a test or remove no longer applies): read it again.
                 log.info("node %s changed while pruning (%s); reading it again", name, e)
