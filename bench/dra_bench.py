@@ -76,6 +76,18 @@ def ms(x: float) -> str:
     return f"{x * 1000:.2f} ms"
 
 
+def fpga_pool(root: Path, n: int) -> tuple[HostRoot, list[str], list[Any], DraInventory]:
+    """The bench's node: ``n`` FPGA functions (``make_host``) served by DRA; the host, the
+    PCI addresses, the resource states and the pool."""
+    host, feats, addrs = make_host(root, n)
+    config = parse_config(
+        {"resources": [{"name": "example.com/fpga", "pci": {"vendor": "1172"}, "servedBy": "dra",
+                        "deviceNodes": ["/dev/vfio/{iommu_group}", "/dev/vfio/vfio"]}]}
+    )  # fmt: skip
+    states, _ = build_states(config.served_by(DRA), features=feats, host=host)
+    return host, addrs, states, DraInventory(states, features=feats, host=host)
+
+
 def make_host(root: Path, n: int) -> tuple[HostRoot, Features, list[str]]:
     """``n`` PCI functions bound to vfio-pci, each in its own IOMMU group."""
     addrs = [f"0000:{0x10 + i // 32:02x}:{(i % 32):02x}.0" for i in range(n)]
@@ -238,13 +250,7 @@ def main() -> int:
 
 def run(args: argparse.Namespace, tmp: Path) -> int:
     spans = time_spans() if args.spans else {}
-    host, feats, addrs = make_host(tmp / "host", args.devices)
-    config = parse_config(
-        {"resources": [{"name": "example.com/fpga", "pci": {"vendor": "1172"}, "servedBy": "dra",
-                        "deviceNodes": ["/dev/vfio/{iommu_group}", "/dev/vfio/vfio"]}]}
-    )  # fmt: skip
-    states, _ = build_states(config.served_by(DRA), features=feats, host=host)
-    inventory = DraInventory(states, features=feats, host=host)
+    host, addrs, states, inventory = fpga_pool(tmp / "host", args.devices)
     registry = tmp / "reg"
     registry.mkdir()
     shm = Path("/dev/shm")

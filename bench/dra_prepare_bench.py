@@ -27,12 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
-from dra_bench import DRIVER, NODE, make_host  # noqa: E402
+from dra_bench import DRIVER, NODE, fpga_pool  # noqa: E402
 
-from nfd.devices.config import DRA, parse_config  # noqa: E402
-from nfd.devices.inventory import build_states  # noqa: E402
 from nfd.dra.prepare import Preparer  # noqa: E402
-from nfd.dra.slices import DraInventory  # noqa: E402
 
 
 def claim(i: int, device: str) -> dict[str, Any]:
@@ -53,13 +50,7 @@ def main() -> int:
     shm = Path("/dev/shm")
     cdi_dir = Path(tempfile.mkdtemp(prefix="nfddra-cdi-", dir=shm)) if shm.is_dir() else tmp / "cdi"
     try:
-        host, feats, addrs = make_host(tmp / "host", args.devices)
-        config = parse_config(
-            {"resources": [{"name": "example.com/fpga", "pci": {"vendor": "1172"}, "servedBy": "dra",
-                            "deviceNodes": ["/dev/vfio/{iommu_group}", "/dev/vfio/vfio"]}]}
-        )  # fmt: skip
-        states, _ = build_states(config.served_by(DRA), features=feats, host=host)
-        inventory = DraInventory(states, features=feats, host=host)
+        _host, addrs, _states, inventory = fpga_pool(tmp / "host", args.devices)
         names = ["fpga-" + a.replace(":", "-").replace(".", "-") for a in addrs]
         claims = {f"c{i}": claim(i, names[i % len(names)]) for i in range(args.calls)}
         preparer = Preparer(
