@@ -1,5 +1,5 @@
-"""The NVIDIA device plugin on a real H100 node, replayed: over the host files and the
-NVML snapshot captured there (``tests/fixtures/capture_gpu.py``), kubelet sees the same
+"""The NVIDIA device plugin on real GPU nodes (one H100, one H200), replayed: over the
+host files and the NVML snapshot captured there (``tests/fixtures/capture_gpu.py``), kubelet sees the same
 registration, devices and Allocate answer as the real node gave, and every device node
 that answer names existed on that node."""
 
@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from google.protobuf.json_format import MessageToDict
 from kubelet_standin import KubeletStandIn
 
@@ -20,19 +21,20 @@ from nfd.hostroot import HostRoot
 from nfd.hw.nvml_fake import FakeNvml, snapshot_from_dict
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-CAPTURE = FIXTURES / "gpu-capture" / "h100-vm"
 
 
+@pytest.mark.parametrize("node", ["h100-vm", "h200-vm"])
 def test_kubelet_sees_what_the_real_node_served(
-    kubelet: KubeletStandIn, start_plugin: Callable[..., Manager]
+    node: str, kubelet: KubeletStandIn, start_plugin: Callable[..., Manager]
 ) -> None:
-    real = json.loads((CAPTURE / "deviceplugin.json").read_text())
-    snap = snapshot_from_dict(json.loads((CAPTURE / "nvml.json").read_text())["snapshot"])
+    capture = FIXTURES / "gpu-capture" / node
+    real = json.loads((capture / "deviceplugin.json").read_text())
+    snap = snapshot_from_dict(json.loads((capture / "nvml.json").read_text())["snapshot"])
     kind = GpuKind(nvml=lambda: FakeNvml(snap), event_wait=0.02)
     start_plugin(
         {"resources": [{"name": "nvidia.com/gpu", "gpu": {"vendor": "nvidia"}}]},
         kinds=KindRegistry((kind,)),
-        host=HostRoot.under(FIXTURES / "hosts" / "gpu-h100-vm"),
+        host=HostRoot.under(FIXTURES / "hosts" / f"gpu-{node}"),
         features=Features(),
     )
     req = kubelet.registered()

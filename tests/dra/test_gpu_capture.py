@@ -1,5 +1,5 @@
-"""The DRA driver on a real H100 node, replayed: over the host files and the NVML
-snapshot captured there (``tests/fixtures/capture_gpu.py``), the pool is the one
+"""The DRA driver on real GPU nodes (one H100, one H200), replayed: over the host files
+and the NVML snapshot captured there (``tests/fixtures/capture_gpu.py``), the pool is the one
 ``nfd dra --check`` printed on the node, and a claim's prepare gives the CDI edits and
 ``status.devices`` the real node gave, naming device nodes that existed there."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,45 +32,58 @@ from nfd.sources.usb import UsbSource
 from tests.fakeapi import FakeApiServer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-CAPTURE = FIXTURES / "gpu-capture" / "h100-vm"
-HOST = HostRoot.under(FIXTURES / "hosts" / "gpu-h100-vm")
+NODES = ["h100-vm", "h200-vm"]  # tests/fixtures/gpu-capture/<node>, hosts/gpu-<node>
 NODE = "gpu-node"  # as the capture named it
 CONFIG = {"resources": [{"name": "nvidia.com/gpu", "gpu": {"vendor": "nvidia"}, "servedBy": "dra"}]}
 
 
-def nvml() -> FakeNvml:
-    return FakeNvml(snapshot_from_dict(json.loads((CAPTURE / "nvml.json").read_text())["snapshot"]))
+def capture(node: str) -> Path:
+    return FIXTURES / "gpu-capture" / node
 
 
-def node_features() -> Features:
+def host(node: str) -> HostRoot:
+    return HostRoot.under(FIXTURES / "hosts" / f"gpu-{node}")
+
+
+def nvml(node: str) -> Callable[[], FakeNvml]:
+    snapshot = snapshot_from_dict(json.loads((capture(node) / "nvml.json").read_text())["snapshot"])
+    return lambda: FakeNvml(snapshot)
+
+
+def node_features(node: str) -> Features:
     """What ``nfd dra`` discovers before it builds the pool: pci, usb and gpu."""
-    return discover([PciSource(), UsbSource(), GpuSource(nvml=nvml)], HOST, SourcesConfig()).features
+    sources = [PciSource(), UsbSource(), GpuSource(nvml=nvml(node))]
+    return discover(sources, host(node), SourcesConfig()).features
 
 
-def printed_pool() -> dict[str, Any]:
+def printed_pool(node: str) -> dict[str, Any]:
     """The List ``nfd dra --check`` printed on the node."""
-    text = (CAPTURE / "checks.txt").read_text()
+    text = (capture(node) / "checks.txt").read_text()
     section = text[text.index("$ nfd dra --check") :]
     body = section[section.index("rc=0\n") + len("rc=0\n") :]
     out: dict[str, Any] = json.JSONDecoder().raw_decode(body)[0]
     return out
 
 
-def inventory() -> tuple[Any, list[Any], DraInventory]:
-    config = parse_config(CONFIG, KindRegistry((GpuKind(nvml=nvml, event_wait=0.02),)))
-    feats = node_features()
-    states, warnings = build_served_states(config.resources, DRA, features=feats, host=HOST)
+def inventory(node: str) -> tuple[Any, list[Any], DraInventory]:
+    config = parse_config(CONFIG, KindRegistry((GpuKind(nvml=nvml(node), event_wait=0.02),)))
+    feats = node_features(node)
+    states, warnings = build_served_states(config.resources, DRA, features=feats, host=host(node))
     assert warnings == []
-    return config, states, DraInventory(states, features=feats, host=HOST)
+    return config, states, DraInventory(states, features=feats, host=host(node))
 
 
-def test_the_pool_is_the_one_the_node_printed() -> None:
-    config, _states, inv = inventory()
+@pytest.mark.parametrize(
+    ("node", "product", "memory"),
+    [("h100-vm", "NVIDIA H100 80GB HBM3", "81559Mi"), ("h200-vm", "NVIDIA H200", "143771Mi")],
+)
+def test_the_pool_is_the_one_the_node_printed(node: str, product: str, memory: str) -> None:
+    config, _states, inv = inventory(node)
     slices = pool_now(inv, driver=config.driver_name, node=NODE, taint_effect=config.dra.taint_effect)
-    assert slices == printed_pool()["items"]
+    assert slices == printed_pool(node)["items"]
     [device] = slices[0]["spec"]["devices"]
-    assert device["attributes"]["productName"] == {"string": "NVIDIA H100 80GB HBM3"}
-    assert device["capacity"] == {"memory": {"value": "81559Mi"}}
+    assert device["attributes"]["productName"] == {"string": product}
+    assert device["capacity"] == {"memory": {"value": memory}}
 
 
 @pytest.fixture
@@ -81,9 +94,10 @@ def base() -> Iterator[Path]:
     shutil.rmtree(d, ignore_errors=True)
 
 
-def test_a_claim_is_prepared_as_on_the_node(fake_api: FakeApiServer, base: Path) -> None:
-    real = json.loads((CAPTURE / "dra.json").read_text())
-    config, states, inv = inventory()
+@pytest.mark.parametrize("node", NODES)
+def test_a_claim_is_prepared_as_on_the_node(node: str, fake_api: FakeApiServer, base: Path) -> None:
+    real = json.loads((capture(node) / "dra.json").read_text())
+    config, states, inv = inventory(node)
     kubelet = DraKubelet(base / "registry").start()
     client = fake_api.transport()
     driver = DraDriver(
