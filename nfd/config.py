@@ -2,7 +2,9 @@
 ``nfd-worker.conf``, with upstream's key names and defaults.
 
 A model of :mod:`nfd.settings` (read with ``load_model(path, WorkerConfig)``), declared
-as frozen dataclasses, not pydantic: the worker must stay small.
+as frozen dataclasses, not pydantic: the worker must stay small. Without ``slots``: a
+process holds one config (or a few, across reloads), so slots would save no memory and
+only cost each class a second creation.
 
 Adding a group (say ``sources.gpu``): declare it like the others and give the parent a
 field with ``default_factory``; the loader derives the camelCase keys from the field
@@ -10,11 +12,11 @@ names and converts each value to what the field's default is (str, bool, int,
 float/duration, a tuple of strings, a nested group; ``metadata={"raw": True}`` keeps a
 list's items as they are)::
 
-    @dataclass(frozen=True, slots=True)
+    @dataclass(frozen=True)
     class GpuConfig:
         device_label_fields: tuple[str, ...] = ("vendor", "product")
 
-    @dataclass(frozen=True, slots=True)
+    @dataclass(frozen=True)
     class SourcesConfig:
         ...
         gpu: GpuConfig = field(default_factory=GpuConfig)
@@ -44,7 +46,7 @@ DEFAULT_CPUID_BLACKLIST: tuple[str, ...] = (
 DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class CpuidConfig:
     """``sources.cpu.cpuid``: which CPUID flags become labels (all stay in the raw
     features)."""
@@ -53,14 +55,14 @@ class CpuidConfig:
     attribute_whitelist: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class CpuConfig:
     """``sources.cpu``."""
 
     cpuid: CpuidConfig = field(default_factory=CpuidConfig)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class KernelConfig:
     """``sources.kernel``: the kernel config file ('': upstream's search path) and the
     options of it that become labels."""
@@ -69,7 +71,7 @@ class KernelConfig:
     config_opts: tuple[str, ...] = ("NO_HZ", "NO_HZ_IDLE", "NO_HZ_FULL", "PREEMPT")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PciConfig:
     """``sources.pci``: the device classes labelled, and the fields a label is named by."""
 
@@ -77,7 +79,7 @@ class PciConfig:
     device_label_fields: tuple[str, ...] = ("class", "vendor")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class UsbConfig:
     """``sources.usb``: the device classes labelled, and the fields a label is named by."""
 
@@ -85,7 +87,7 @@ class UsbConfig:
     device_label_fields: tuple[str, ...] = ("class", "vendor", "device")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LocalConfig:
     """``sources.local``: the directory of feature files."""
 
@@ -93,7 +95,7 @@ class LocalConfig:
     features_dir: str = DEFAULT_FEATURES_DIR
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class GpuConfig:
     """``sources.gpu``: NVIDIA labels as NVIDIA's GPU feature discovery writes them."""
 
@@ -112,7 +114,7 @@ class GpuConfig:
             raise ConfigError(f"{self.replicas} is less than 1", "replicas")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SourcesConfig:
     """``sources``: each feature source's settings."""
 
@@ -126,7 +128,7 @@ class SourcesConfig:
     custom: tuple[Mapping[str, Any], ...] = field(default=(), metadata={"raw": True})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class CoreConfig:
     """``core``: which sources run and which are labelled, the label whitelist, and the
     worker's interval and publishing switch."""
@@ -147,7 +149,7 @@ class CoreConfig:
                 ) from None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class WorkerConfig:
     """The worker config file (``nfd-worker.conf``)."""
 

@@ -49,7 +49,7 @@ def normalize_arch(machine: str) -> str:
     return m or "unknown"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StaticFacts:
     """What one read of the CPU gives; kept for the source instance's lifetime."""
 
