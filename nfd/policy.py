@@ -38,6 +38,7 @@ _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
+# No slots: a process holds one or two (see docs/architecture.md, "Plain Python").
 @dataclass(frozen=True)
 class Policy:
     """The master's publishing policy (``--extra-label-ns``, ``--deny-label-ns``,

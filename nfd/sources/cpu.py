@@ -49,6 +49,7 @@ def normalize_arch(machine: str) -> str:
     return m or "unknown"
 
 
+# No slots: one per cpu source (see docs/architecture.md, "Plain Python").
 @dataclass(frozen=True)
 class StaticFacts:
     """What one read of the CPU gives; kept for the source instance's lifetime."""
