@@ -62,13 +62,17 @@ def _tracking(decision: Decision) -> tuple[str, str, str]:
     return cached
 
 
-def _label_paths(decision: Decision) -> list[tuple[str, str, str]]:
-    """(name, value, JSON Pointer) of each label; built once per decision (shared by
-    every node that has it: a new node's patch is mostly these)."""
-    cached = decision.__dict__.get("_label_paths")
+def _label_ops(decision: Decision) -> list[tuple[str, str, Op]]:
+    """(name, value, the op that sets it) of each label; built once per decision and
+    shared by every node that has it: a new node's patch is mostly these, and the 64
+    writes in flight would each hold ~180 dicts of their own (docs/perf.md)."""
+    cached = decision.__dict__.get("_label_ops")
     if cached is None:
-        cached = [(k, v, f"/metadata/labels/{escape(k)}") for k, v in decision.labels.items()]
-        decision.__dict__["_label_paths"] = cached  # frozen dataclass: a cache, not state
+        cached = [
+            (k, v, {"op": "add", "path": f"/metadata/labels/{escape(k)}", "value": v})
+            for k, v in decision.labels.items()
+        ]
+        decision.__dict__["_label_ops"] = cached  # frozen dataclass: a cache, not state
     return cached
 
 
@@ -168,7 +172,8 @@ def _taint_dict(key: str, value: str, effect: str) -> dict[str, str]:
 
 def node_patch(decision: Decision, obs: Observed, *, device_plugin_resources: Iterable[str] = ()) -> list[Op]:
     """One JSON Patch on the Node: labels, feature annotations, the tracking annotations
-    and (when they change) taints. Empty when nothing needs to change."""
+    and (when they change) taints. Empty when nothing needs to change. The ops may be
+    shared with other nodes' patches: read them, never change them."""
     ops: list[Op] = []
     own_l, own_a, own_e, own_t = owned(obs)
     served = set(device_plugin_resources)
@@ -177,9 +182,7 @@ def node_patch(decision: Decision, obs: Observed, *, device_plugin_resources: It
     for k in sorted(own_l - decision.labels.keys()):
         if k in obs.labels:
             label_ops.append({"op": "remove", "path": f"/metadata/labels/{escape(k)}"})
-    for k, v, path in _label_paths(decision):
-        if obs.labels.get(k) != v:
-            label_ops.append({"op": "add", "path": path, "value": v})
+    label_ops += [op for k, v, op in _label_ops(decision) if obs.labels.get(k) != v]
     if label_ops and not obs.has_labels:
         ops.append({"op": "add", "path": "/metadata/labels", "value": {}})
     ops += label_ops
