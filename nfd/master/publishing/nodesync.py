@@ -69,6 +69,8 @@ class NodeSync:
             return
         if rec.observed is None and name in self.seen:
             rec.observed = self.seen.pop(name)
+            if not self.seen:  # a dict never shrinks: let the whole fleet's table go
+                self.seen = {}
         if rec.observed is None:
             node = await self.api.get_node(name)
             rec = self.store.get(name)
