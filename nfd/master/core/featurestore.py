@@ -47,8 +47,9 @@ class _Part:
     # Each (kind, name, hash) naming it, as manifests hold them: one tuple for every node
     # with this group rather than one per node (a fleet of 10,000 nodes holds ~300,000).
     # Usually one; equal contents under several names (empty groups) have several, the
-    # first few of them shared.
-    keys: list[tuple[str, str, str]]
+    # first few of them shared. A tuple, replaced when one is added: a node's own group
+    # (its name) has one key, and a list would cost it 40 B more.
+    keys: tuple[tuple[str, str, str], ...]
 
     def key(self, kind: str, name: str, h: str) -> tuple[str, str, str]:
         for k in self.keys:
@@ -56,7 +57,7 @@ class _Part:
                 return k
         k = (kind, name, h)
         if len(self.keys) < _KEYS_PER_PART:
-            self.keys.append(k)
+            self.keys += (k,)
         return k
 
 
@@ -95,7 +96,7 @@ class FeatureStore:
         for kind, name, h, gj in enc.parts:
             p = self._parts.get(h)
             if p is None:
-                p = self._parts[h] = _Part(zlib.compress(gj.encode(), 1), 1, [])
+                p = self._parts[h] = _Part(zlib.compress(gj.encode(), 1), 1, ())
             else:
                 p.refs += 1
             k = p.key(kind, name, h)

@@ -8,7 +8,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nfd.decision import Decision
-from nfd.master.core.state import Observed, shared
+from nfd.master.core.state import (
+    HAS_ALLOCATABLE,
+    HAS_ANNOTATIONS,
+    HAS_CAPACITY,
+    HAS_LABELS,
+    HAS_TAINTS,
+    Observed,
+    shared,
+)
 from nfd.policy import FEATURE_NS, NFD_NS, Taint, parse_quantity
 
 LABELS_ANN = f"{NFD_NS}/feature-labels"
@@ -143,11 +151,11 @@ def observe(node: Mapping[str, Any], decision: Decision | None = None) -> Observ
         capacity={k: str(v) for k, v in cap.items() if k in keep_e} if keep_e and cap else _NO_VALUES,
         allocatable={k: str(v) for k, v in alloc.items() if k in keep_e} if keep_e and alloc else _NO_VALUES,
         taints=list(taints) if taints else _NO_TAINTS,
-        has_labels=labels is not None,
-        has_annotations=annotations is not None,
-        has_capacity=capacity is not None,
-        has_allocatable=allocatable is not None,
-        has_taints=taints is not None,
+        present=(HAS_LABELS if labels is not None else 0)
+        | (HAS_ANNOTATIONS if annotations is not None else 0)
+        | (HAS_CAPACITY if capacity is not None else 0)
+        | (HAS_ALLOCATABLE if allocatable is not None else 0)
+        | (HAS_TAINTS if taints is not None else 0),
         resource_version=str(meta.get("resourceVersion") or ""),
     )
 
