@@ -52,7 +52,7 @@ class Observed:
     # Which of these the Node has at all (``HAS_*`` bits): one int rather than five
     # fields, 32 B a node.
     present: int = 0b11111
-    resource_version: str = ""
+    resource_version: int | str = ""  # an int when it is one (``patches.observe``)
 
     @property
     def has_labels(self) -> bool:

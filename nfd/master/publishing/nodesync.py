@@ -24,12 +24,13 @@ from nfd.master.publishing.patches import node_patch, observe, status_patch
 log = logging.getLogger(__name__)
 
 
-def _newer(rv: str, than: str) -> bool:
-    """resourceVersions are opaque, but the API server's are integers that grow: an
-    event older than what a PATCH answer already showed is dropped."""
-    if rv.isdigit() and than.isdigit():
-        return int(rv) > int(than)
-    return rv != than
+def _newer(rv: str, than: int | str) -> bool:
+    """resourceVersions are opaque, but the API server's are integers that grow (and
+    kept as such, ``patches.observe``): an event older than what a PATCH answer already
+    showed is dropped."""
+    if isinstance(than, int) and rv.isdigit():
+        return int(rv) > than
+    return rv != str(than)
 
 
 def _drifted(rec: NodeRecord, obs: Observed) -> bool:

@@ -115,6 +115,13 @@ def _shared_annotations(decision: Decision | None, ours: dict[str, str]) -> dict
     return ours
 
 
+def _version(rv: Any) -> int | str:
+    """A resourceVersion as kept: opaque, but the API server's are integers, and an int
+    is 28 B a node where its string is 54 B."""
+    s = str(rv or "")
+    return int(s) if s.isdigit() and len(s) < 19 else s
+
+
 def observe(node: Mapping[str, Any], decision: Decision | None = None) -> Observed:
     """Keep from a Node what the patches need: memory stays flat however big the Node."""
     meta = node.get("metadata") or {}
@@ -156,7 +163,7 @@ def observe(node: Mapping[str, Any], decision: Decision | None = None) -> Observ
         | (HAS_CAPACITY if capacity is not None else 0)
         | (HAS_ALLOCATABLE if allocatable is not None else 0)
         | (HAS_TAINTS if taints is not None else 0),
-        resource_version=str(meta.get("resourceVersion") or ""),
+        resource_version=_version(meta.get("resourceVersion")),
     )
 
 
