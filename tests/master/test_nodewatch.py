@@ -62,7 +62,7 @@ def test_labels_removed_by_someone_else_are_restored(fake_api):
         after = fake_api.objects.modify("nodes", "n1", lambda o: o["metadata"]["labels"].update(other="x"))
         rv = after["metadata"]["resourceVersion"]
         rec = m.runtime.service.store.get("n1")
-        wait_for(lambda: rec.observed is not None and rec.observed.resource_version == rv, what="seen")
+        wait_for(lambda: rec.observed is not None and str(rec.observed.resource_version) == rv, what="seen")
         assert m.runtime.publisher.idle()
         assert fake_api.log.count(verb="patch", resource="nodes") == writes + 1
         assert m.view("n1")["inSync"] is True

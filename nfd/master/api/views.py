@@ -11,8 +11,13 @@ from typing import Any
 from nfd.master.core.state import NodeRecord
 
 
-def _ts(t: Any) -> str | None:
-    return None if t is None else t.isoformat().replace("+00:00", "Z")
+def _ts(t: datetime | float | None) -> str | None:
+    """ISO 8601 in UTC; a float is a record's wall-clock instant (``state.now``)."""
+    if t is None:
+        return None
+    if isinstance(t, float):
+        t = datetime.fromtimestamp(t, UTC)
+    return t.isoformat().replace("+00:00", "Z")
 
 
 def response_dict(rec: NodeRecord) -> dict[str, Any]:

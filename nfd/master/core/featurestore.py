@@ -40,27 +40,34 @@ def _elements(kind: str, body: Mapping[str, Any] | None) -> Any:
 _KEYS_PER_PART = 16
 
 
+_Key = tuple[str, str, str]  # (kind, name, part hash)
+
+
 @dataclass(slots=True)
 class _Part:
     data: bytes
     refs: int
     # Each (kind, name, hash) naming it, as manifests hold them: one tuple for every node
     # with this group rather than one per node (a fleet of 10,000 nodes holds ~300,000).
-    # Usually one; equal contents under several names (empty groups) have several, the
-    # first few of them shared.
-    keys: list[tuple[str, str, str]]
+    # Usually one (``first``); equal contents under several names (empty groups) have
+    # more, the first few of them shared. No container for the one: a node's own group
+    # (its name) would pay 48 B for a tuple, 88 B for a list.
+    first: _Key | None = None
+    more: tuple[_Key, ...] = ()
 
-    def key(self, kind: str, name: str, h: str) -> tuple[str, str, str]:
-        for k in self.keys:
+    def key(self, kind: str, name: str, h: str) -> _Key:
+        first = self.first
+        if first is not None and first[1] == name and first[0] == kind:
+            return first
+        for k in self.more:
             if k[1] == name and k[0] == kind:
                 return k
         k = (kind, name, h)
-        if len(self.keys) < _KEYS_PER_PART:
-            self.keys.append(k)
+        if first is None:
+            self.first = k
+        elif len(self.more) < _KEYS_PER_PART - 1:
+            self.more += (k,)
         return k
-
-
-_Key = tuple[str, str, str]  # (kind, name, part hash)
 
 
 @dataclass(slots=True)
@@ -95,7 +102,7 @@ class FeatureStore:
         for kind, name, h, gj in enc.parts:
             p = self._parts.get(h)
             if p is None:
-                p = self._parts[h] = _Part(zlib.compress(gj.encode(), 1), 1, [])
+                p = self._parts[h] = _Part(zlib.compress(gj.encode(), 1), 1)
             else:
                 p.refs += 1
             k = p.key(kind, name, h)

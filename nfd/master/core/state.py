@@ -5,17 +5,19 @@ the keys the master owns."""
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from types import MappingProxyType
 
 from nfd.decision import Decision
 from nfd.master.core.featurestore import FeatureStore
 
 
-def now() -> datetime:
-    return datetime.now(UTC)
+def now() -> float:
+    """Wall-clock time, seconds since the epoch: each record holds two instants, and a
+    float is half a datetime's 48 B (``api.views`` writes them out as ISO 8601)."""
+    return time.time()
 
 
 SHARED_MAX_LEN = 64 * 1024
@@ -47,12 +49,33 @@ class Observed:
     capacity: dict[str, str]
     allocatable: dict[str, str]
     taints: list[dict[str, str]]
-    has_labels: bool = True
-    has_annotations: bool = True
-    has_capacity: bool = True
-    has_allocatable: bool = True
-    has_taints: bool = True
-    resource_version: str = ""
+    # Which of these the Node has at all (``HAS_*`` bits): one int rather than five
+    # fields, 32 B a node.
+    present: int = 0b11111
+    resource_version: int | str = ""  # an int when it is one (``patches.observe``)
+
+    @property
+    def has_labels(self) -> bool:
+        return bool(self.present & HAS_LABELS)
+
+    @property
+    def has_annotations(self) -> bool:
+        return bool(self.present & HAS_ANNOTATIONS)
+
+    @property
+    def has_capacity(self) -> bool:
+        return bool(self.present & HAS_CAPACITY)
+
+    @property
+    def has_allocatable(self) -> bool:
+        return bool(self.present & HAS_ALLOCATABLE)
+
+    @property
+    def has_taints(self) -> bool:
+        return bool(self.present & HAS_TAINTS)
+
+
+HAS_LABELS, HAS_ANNOTATIONS, HAS_CAPACITY, HAS_ALLOCATABLE, HAS_TAINTS = 1, 2, 4, 8, 16
 
 
 @dataclass(slots=True)
@@ -62,9 +85,9 @@ class NodeRecord:
     device_plugin_resources: frozenset[str]
     nfd_version: str
     decision: Decision
-    updated: datetime
+    updated: float  # wall-clock (``now``), as published below
     observed: Observed | None = None  # None: read the Node before the next patch
-    published: datetime | None = None  # last time the Node was seen to match
+    published: float | None = None  # last time the Node was seen to match
     last_error: str = ""
     generation: int = 0  # bumped on every new decision
     body_hash: bytes = b""  # of the last features request: an identical one is answered at once

@@ -24,12 +24,13 @@ from nfd.master.publishing.patches import node_patch, observe, status_patch
 log = logging.getLogger(__name__)
 
 
-def _newer(rv: str, than: str) -> bool:
-    """resourceVersions are opaque, but the API server's are integers that grow: an
-    event older than what a PATCH answer already showed is dropped."""
-    if rv.isdigit() and than.isdigit():
-        return int(rv) > int(than)
-    return rv != than
+def _newer(rv: str, than: int | str) -> bool:
+    """resourceVersions are opaque, but the API server's are integers that grow (and
+    kept as such, ``patches.observe``): an event older than what a PATCH answer already
+    showed is dropped."""
+    if isinstance(than, int) and rv.isdigit():
+        return int(rv) > than
+    return rv != str(than)
 
 
 def _drifted(rec: NodeRecord, obs: Observed) -> bool:
@@ -69,6 +70,8 @@ class NodeSync:
             return
         if rec.observed is None and name in self.seen:
             rec.observed = self.seen.pop(name)
+            if not self.seen:  # a dict never shrinks: let the whole fleet's table go
+                self.seen = {}
         if rec.observed is None:
             node = await self.api.get_node(name)
             rec = self.store.get(name)

@@ -8,7 +8,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nfd.decision import Decision
-from nfd.master.core.state import Observed, shared
+from nfd.master.core.state import (
+    HAS_ALLOCATABLE,
+    HAS_ANNOTATIONS,
+    HAS_CAPACITY,
+    HAS_LABELS,
+    HAS_TAINTS,
+    Observed,
+    shared,
+)
 from nfd.policy import FEATURE_NS, NFD_NS, Taint, parse_quantity
 
 LABELS_ANN = f"{NFD_NS}/feature-labels"
@@ -62,13 +70,17 @@ def _tracking(decision: Decision) -> tuple[str, str, str]:
     return cached
 
 
-def _label_paths(decision: Decision) -> list[tuple[str, str, str]]:
-    """(name, value, JSON Pointer) of each label; built once per decision (shared by
-    every node that has it: a new node's patch is mostly these)."""
-    cached = decision.__dict__.get("_label_paths")
+def _label_ops(decision: Decision) -> list[tuple[str, str, Op]]:
+    """(name, value, the op that sets it) of each label; built once per decision and
+    shared by every node that has it: a new node's patch is mostly these, and the 64
+    writes in flight would each hold ~180 dicts of their own (docs/perf.md)."""
+    cached = decision.__dict__.get("_label_ops")
     if cached is None:
-        cached = [(k, v, f"/metadata/labels/{escape(k)}") for k, v in decision.labels.items()]
-        decision.__dict__["_label_paths"] = cached  # frozen dataclass: a cache, not state
+        cached = [
+            (k, v, {"op": "add", "path": f"/metadata/labels/{escape(k)}", "value": v})
+            for k, v in decision.labels.items()
+        ]
+        decision.__dict__["_label_ops"] = cached  # frozen dataclass: a cache, not state
     return cached
 
 
@@ -101,6 +113,13 @@ def _shared_annotations(decision: Decision | None, ours: dict[str, str]) -> dict
         return known  # type: ignore[no-any-return]
     decision.__dict__["_observed_annotations"] = ours  # frozen dataclass: a cache, not state
     return ours
+
+
+def _version(rv: Any) -> int | str:
+    """A resourceVersion as kept: opaque, but the API server's are integers, and an int
+    is 28 B a node where its string is 54 B."""
+    s = str(rv or "")
+    return int(s) if s.isdigit() and len(s) < 19 else s
 
 
 def observe(node: Mapping[str, Any], decision: Decision | None = None) -> Observed:
@@ -139,12 +158,12 @@ def observe(node: Mapping[str, Any], decision: Decision | None = None) -> Observ
         capacity={k: str(v) for k, v in cap.items() if k in keep_e} if keep_e and cap else _NO_VALUES,
         allocatable={k: str(v) for k, v in alloc.items() if k in keep_e} if keep_e and alloc else _NO_VALUES,
         taints=list(taints) if taints else _NO_TAINTS,
-        has_labels=labels is not None,
-        has_annotations=annotations is not None,
-        has_capacity=capacity is not None,
-        has_allocatable=allocatable is not None,
-        has_taints=taints is not None,
-        resource_version=str(meta.get("resourceVersion") or ""),
+        present=(HAS_LABELS if labels is not None else 0)
+        | (HAS_ANNOTATIONS if annotations is not None else 0)
+        | (HAS_CAPACITY if capacity is not None else 0)
+        | (HAS_ALLOCATABLE if allocatable is not None else 0)
+        | (HAS_TAINTS if taints is not None else 0),
+        resource_version=_version(meta.get("resourceVersion")),
     )
 
 
@@ -168,7 +187,8 @@ def _taint_dict(key: str, value: str, effect: str) -> dict[str, str]:
 
 def node_patch(decision: Decision, obs: Observed, *, device_plugin_resources: Iterable[str] = ()) -> list[Op]:
     """One JSON Patch on the Node: labels, feature annotations, the tracking annotations
-    and (when they change) taints. Empty when nothing needs to change."""
+    and (when they change) taints. Empty when nothing needs to change. The ops may be
+    shared with other nodes' patches: read them, never change them."""
     ops: list[Op] = []
     own_l, own_a, own_e, own_t = owned(obs)
     served = set(device_plugin_resources)
@@ -177,9 +197,7 @@ def node_patch(decision: Decision, obs: Observed, *, device_plugin_resources: It
     for k in sorted(own_l - decision.labels.keys()):
         if k in obs.labels:
             label_ops.append({"op": "remove", "path": f"/metadata/labels/{escape(k)}"})
-    for k, v, path in _label_paths(decision):
-        if obs.labels.get(k) != v:
-            label_ops.append({"op": "add", "path": path, "value": v})
+    label_ops += [op for k, v, op in _label_ops(decision) if obs.labels.get(k) != v]
     if label_ops and not obs.has_labels:
         ops.append({"op": "add", "path": "/metadata/labels", "value": {}})
     ops += label_ops

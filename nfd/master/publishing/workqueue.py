@@ -121,6 +121,10 @@ class WorkQueue:
         while True:
             name = await self._queue.get()
             self._queued.discard(name)
+            if not self._queued:
+                # A set never shrinks: one that held a whole fleet (the first listing,
+                # a resync) would keep its table, ~50 B a node, while it waits empty.
+                self._queued = set()
             self._on_depth(len(self._queued))
             if not self._ready():
                 self._parked.add(name)
