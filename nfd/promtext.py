@@ -9,6 +9,7 @@ parse this output with prometheus-client's own parser.
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 import time
@@ -49,9 +50,14 @@ class _Family:
         self._lock = threading.Lock()
 
     def _key(self, values: dict[str, str]) -> Labels:
-        if set(values) != set(self.label_names):
-            raise ValueError(f"{self.name}: labels {sorted(values)} != {sorted(self.label_names)}")
-        return tuple((n, values[n]) for n in self.label_names)
+        # As many labels as the family's, each of them there: the same names (no sets
+        # built: this runs for every sample a hot path records).
+        if len(values) == len(self.label_names):
+            try:
+                return tuple([(n, values[n]) for n in self.label_names])
+            except KeyError:
+                pass
+        raise ValueError(f"{self.name}: labels {sorted(values)} != {sorted(self.label_names)}")
 
     def header(self) -> list[str]:
         help_text = self.help.replace("\\", r"\\").replace("\n", r"\n")
@@ -120,7 +126,7 @@ class Histogram(_Family):
         with self._lock:
             key = self._key(labels)
             counts = self._counts.setdefault(key, [0] * (len(self.buckets) + 1))
-            i = next((i for i, b in enumerate(self.buckets) if value <= b), len(self.buckets))
+            i = bisect.bisect_left(self.buckets, value)  # the first bucket with value <= bound
             counts[i] += 1
             self._sums[key] = self._sums.get(key, 0.0) + value
 

@@ -86,13 +86,13 @@ def write_spec(
     return path
 
 
-def write_json(path: Path, data: Any, *, locked: bool = False) -> None:
+def write_json(path: str | Path, data: Any, *, locked: bool = False) -> None:
     """Write ``data`` as compact JSON atomically (see :func:`write_atomic`): a DRA
     prepare writes one per claim, and runtimes need no indentation."""
     write_atomic(path, json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n", locked=locked)
 
 
-def write_atomic(path: Path, body: str, *, flush: bool = True, locked: bool = False) -> None:
+def write_atomic(path: str | Path, body: str, *, flush: bool = True, locked: bool = False) -> None:
     """Write a file atomically (temp file, rename): a reader sees the old file or the
     new one, never half of one. ``flush``: fsync it before the rename, so that a crash of
     the node leaves the old file or the new one too (else perhaps an older or empty one).
@@ -101,11 +101,14 @@ def write_atomic(path: Path, body: str, *, flush: bool = True, locked: bool = Fa
     specs again at start; a DRA claim whose spec or checkpoint is gone is prepared again).
     ``locked``: the caller holds a lock that makes it the file's only writer, so the
     temporary file has a fixed name (``.<name>.tmp``: one a crash left is overwritten)."""
+    # Plain strings: a DRA prepare writes two files, and pathlib's parts cost more than
+    # the write's system calls.
+    directory, name = os.path.split(os.fspath(path))
     try:
-        fd, tmp = _temporary(path, locked)
+        fd, tmp = _temporary(directory, name, locked)
     except FileNotFoundError:  # the directory is made at the first write
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = _temporary(path, locked)
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = _temporary(directory, name, locked)
     try:
         try:
             data = memoryview(body.encode())
@@ -122,10 +125,10 @@ def write_atomic(path: Path, body: str, *, flush: bool = True, locked: bool = Fa
         raise
 
 
-def _temporary(path: Path, locked: bool) -> tuple[int, str]:
+def _temporary(directory: str, name: str, locked: bool) -> tuple[int, str]:
     if not locked:
-        return tempfile.mkstemp(dir=path.parent, prefix=".nfd-", suffix=".tmp")
-    tmp = os.path.join(path.parent, f".{path.name}.tmp")
+        return tempfile.mkstemp(dir=directory, prefix=".nfd-", suffix=".tmp")
+    tmp = os.path.join(directory, f".{name}.tmp")
     return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644), tmp
 
 

@@ -188,16 +188,20 @@ def parse_claim(path: Path, uid: str, text: bytes | None) -> PreparedClaim | Non
     return claims[uid]
 
 
+def lock_file(path: Path) -> str:
+    """The file the lock of the checkpoint at ``path`` is taken on."""
+    return os.fspath(path.with_name(path.name + ".lock"))
+
+
 @contextmanager
-def locked(path: Path) -> Iterator[int]:
-    """Hold the exclusive lock of the checkpoint at ``path`` (on ``<path>.lock``): the
-    plugin instances sharing it take turns at their read-modify-writes. Gives the lock
-    file's descriptor (its content is the stamp, see :class:`ClaimFiles`)."""
-    lock = path.with_name(path.name + ".lock")
+def locked(lock: str) -> Iterator[int]:
+    """Hold the exclusive lock of a checkpoint on its :func:`lock_file`: the plugin
+    instances sharing it take turns at their read-modify-writes. Gives the lock file's
+    descriptor (its content is the stamp, see :class:`ClaimFiles`)."""
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except FileNotFoundError:  # the plugin directory is made at the first look
-        lock.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(os.path.dirname(lock), exist_ok=True)
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -246,17 +250,18 @@ class ClaimFiles:
         self._from_specs = from_specs
         self.claims: dict[str, PreparedClaim] = {}
         self.devices = 0  # the claims' devices, counted as they change
-        self._seen: frozenset[str] = frozenset()  # the listing as last read or changed here
+        self._seen: set[str] = set()  # the listing as last read or changed here
         self._token = os.urandom(8).hex()  # this instance's stamps
         self._changes = 0
         self._stamp: bytes | None = None  # the lock file's content as last seen or written
         self._dir: tuple[int, int, int] | None = None  # the directory's, likewise
         self._fd = -1  # the lock file while held
+        self._lock_file = lock_file(single)
 
     @contextmanager
     def locked(self) -> Iterator[None]:
         """:func:`locked` on the checkpoint, for the instances' read-modify-writes."""
-        with locked(self.single) as fd:
+        with locked(self._lock_file) as fd:
             self._fd = fd
             try:
                 yield
@@ -321,14 +326,14 @@ class ClaimFiles:
                 except CheckpointError as e:
                     claim = self._recover(uid, path, e)
                 self._put(uid, claim)
-            self._seen = names - {uid for uid in names if uid not in self.claims}
+            self._seen = {uid for uid in names if uid in self.claims}
 
     def save(self, uid: str, claim: PreparedClaim) -> None:
         """Write the claim's file (raises OSError); it is in memory from now on."""
         self._changed()  # first: a stamp too many costs the other instance one listing
         save(claim_file(self.directory, uid), {uid: claim})
         self._put(uid, claim)
-        self._seen |= {uid}
+        self._seen.add(uid)  # in place: a copy would cost more with more claims prepared
         self._dir = self._dir_status()
 
     def remove(self, uid: str) -> None:
@@ -336,7 +341,7 @@ class ClaimFiles:
         self._changed()
         claim_file(self.directory, uid).unlink(missing_ok=True)
         self._put(uid, None)
-        self._seen -= {uid}
+        self._seen.discard(uid)
         self._dir = self._dir_status()
 
     def _recover(self, uid: str, path: Path, e: CheckpointError) -> PreparedClaim | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -97,7 +98,7 @@ class Preparer:
         flushed to the disk (a node that crashed may bring back a stale one), and the CDI
         directory is often a tmpfs that a reboot empties."""
         done = self.claims.get(uid)
-        if done is None or self._spec_path(uid).exists():
+        if done is None or os.path.exists(self._spec_path(uid)):
             return done
         if uid in self._making:
             return None  # recorded, not made yet: not prepared
@@ -107,8 +108,9 @@ class Preparer:
         )  # fmt: skip
         return None
 
-    def _spec_path(self, uid: str) -> Path:
-        return self.cdi_dir / f"{SPEC_PREFIX}{cdi_name(uid)}.json"
+    def _spec_path(self, uid: str) -> str:
+        # A string: built at every prepare and every answer from memory.
+        return os.path.join(self.cdi_dir, f"{SPEC_PREFIX}{cdi_name(uid)}.json")
 
     def close(self) -> None:
         """Wait for a write under way (a CDI spec and the checkpoint) to end, and refuse
@@ -353,7 +355,7 @@ class Preparer:
         (True when there was one); the caller holds both locks."""
         self._undo_devices([d.device_name for d in held.devices if d.device_name not in done], where)
         try:
-            self._spec_path(uid).unlink(missing_ok=True)
+            Path(self._spec_path(uid)).unlink(missing_ok=True)
         except OSError as e:
             raise ClaimError(f"{where}: cannot remove its CDI spec: {e.strerror or e}") from None
         if uid in self.claims:

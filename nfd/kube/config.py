@@ -2,16 +2,18 @@
 the in-cluster service account, else ``$KUBECONFIG`` or ``~/.kube/config``. One loader
 for both transports: the same CA verification, client certificates and tokens.
 
-The service account's token is a bound token that kubelet rotates: it is read again
-for each request (``Credentials.bearer``), never kept."""
+The service account's token is a bound token that kubelet rotates (by swapping the
+file for a new one): ``Credentials.bearer`` gives the file's current content, read again
+when the file's status changed, and at least once a minute in any case."""
 
 from __future__ import annotations
 
 import base64
 import os
 import ssl
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +24,9 @@ from nfd.settings import ConfigError
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 KUBECONFIG_LIMIT = 1 << 20  # a kubeconfig with a few embedded certificates is a few KiB
+# A token file unchanged in status is read again after this long anyway: a rewrite in
+# place within one tick of the file system's clock keeps its status.
+TOKEN_REREAD_S = 60.0
 
 
 class NoClusterError(ConfigError):
@@ -32,7 +37,7 @@ class NoClusterError(ConfigError):
 class Credentials:
     """``server``: the API server's URL; ``ca_file``/``ca_data``: the CA to verify it
     against (neither: the system's); ``cert``/``key``: a client certificate, each a file
-    or PEM data; ``token``, ``token_file`` (read again for each request) or
+    or PEM data; ``token``, ``token_file`` (read again when it changed) or
     ``exec_plugin`` (a kubeconfig's credential plugin); ``insecure``: no verification of
     the server (insecure-skip-tls-verify)."""
 
@@ -47,6 +52,10 @@ class Credentials:
     token_file: str | None = None
     insecure: bool = False
     exec_plugin: ExecPlugin | None = None
+    _token_file: TokenFile | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_token_file", TokenFile(self.token_file) if self.token_file else None)
 
     @property
     def https(self) -> bool:
@@ -68,10 +77,9 @@ class Credentials:
         cannot be read or the plugin fails."""
         if self.exec_plugin is not None:
             return self.exec_plugin.token()
-        if self.token_file:
+        if self._token_file is not None:
             try:
-                with open(self.token_file, encoding="utf-8") as f:
-                    return f.read().strip()
+                return self._token_file.read()
             except OSError as e:
                 raise Unreachable(None, f"cannot read token {self.token_file}: {e.strerror or e}") from None
         return self.token
@@ -95,6 +103,31 @@ class Credentials:
                 f"TLS configuration for {self.server}: {getattr(e, 'strerror', None) or e}"
             ) from None
         return ctx
+
+
+class TokenFile:
+    """A token file's content, read again when the file's status (inode, size, change
+    time) differs from the last read's, or TOKEN_REREAD_S after it: one stat per
+    request instead of an open and a read."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        # (the file's status, its content, when read): replaced whole, so threads
+        # sharing the transport see one read's three together.
+        self._last: tuple[tuple[int, int, int, int], str, float] | None = None
+
+    def read(self) -> str:
+        """The token; raises OSError."""
+        st = os.stat(self.path)
+        status = (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)
+        now = time.monotonic()
+        last = self._last
+        if last is not None and last[0] == status and now - last[2] < TOKEN_REREAD_S:
+            return last[1]
+        with open(self.path, encoding="utf-8") as f:
+            token = f.read().strip()
+        self._last = (status, token, now)
+        return token
 
 
 def _load_cert_chain(ctx: ssl.SSLContext, creds: Credentials) -> None:

@@ -1,14 +1,14 @@
-"""The light transport: the stdlib's ``http.client`` and ``ssl``, for the per-node
-agents (``nfd dra``, the worker's NodeFeature publisher, the topology updater).
+"""The light transport: HTTP/1.1 over the stdlib's ``socket`` and ``ssl``
+(:mod:`nfd.kube.wire`), for the per-node agents (``nfd dra``, the worker's NodeFeature
+publisher, the topology updater).
 
 Why not the ``kubernetes`` package: importing it costs about 46 MiB of RSS, and a per-node
 agent's memory is paid once per node. The agents need a few JSON requests and a watch,
 so this is the whole client: kept-alive connections (a few, for the agents' threads),
-one connection per watch, the token read again for each request."""
+one connection per watch, the current token for each request."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import socket
 import ssl
@@ -19,6 +19,7 @@ from typing import Any
 from nfd.kube.config import Credentials
 from nfd.kube.errors import ApiError, Unreachable, from_response
 from nfd.kube.transport import JSON, Count, counted
+from nfd.kube.wire import Connection, NoAnswer, ProtocolError, authority, request_head
 
 MAX_IDLE = 4  # kept-alive connections: the agents' threads rarely ask at once
 
@@ -39,15 +40,11 @@ class LightTransport:
         self._context: ssl.SSLContext | None = creds.ssl_context()
         self._host, self._port = creds.address()
         self._prefix = creds.base_path
+        self._authority = authority(self._host, self._port)
         self._lock = threading.Lock()
-        self._idle: list[http.client.HTTPConnection] = []
-        self._busy: set[http.client.HTTPConnection] = set()
+        self._idle: list[Connection] = []
+        self._busy: set[Connection] = set()
         self._aborted = False
-
-    def _connect(self, timeout: float | None) -> http.client.HTTPConnection:
-        if self._context is not None:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._context)
-        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
 
     def _headers(self, body: bytes | None, content_type: str) -> dict[str, str]:
         h = {"Accept": JSON, "User-Agent": self.user_agent}
@@ -58,23 +55,19 @@ class LightTransport:
             h["Content-Type"] = content_type
         return h
 
-    def _take(self, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+    def _take(self, timeout: float) -> tuple[Connection, bool]:
         """A connection, and whether it was kept alive (and may have been closed by the
         server meanwhile)."""
         with self._lock:
             if self._aborted:
                 raise Unreachable(None, "stopping")
-            conn = self._idle.pop() if self._idle else None
-            kept = conn is not None
-            if conn is None:
-                conn = self._connect(timeout)
-            conn.timeout = timeout
-            if conn.sock is not None:
-                conn.sock.settimeout(timeout)
+            kept = bool(self._idle)
+            conn = self._idle.pop() if kept else Connection(self._host, self._port, self._context)
+            conn.settimeout(timeout)
             self._busy.add(conn)
         return conn, kept
 
-    def _give(self, conn: http.client.HTTPConnection, *, keep: bool) -> None:
+    def _give(self, conn: Connection, *, keep: bool) -> None:
         with self._lock:
             self._busy.discard(conn)
             if keep and not self._aborted and len(self._idle) < MAX_IDLE:
@@ -95,41 +88,40 @@ class LightTransport:
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         url = self._prefix + path
         what = f"{method} {path.split('?')[0]}"
+        sent = {**self._headers(data, content_type), **(headers or {})}
+        head = request_head(method, url, self._authority, sent, None if data is None else len(data))
         while True:
             conn, kept = self._take(timeout or self.timeout)
             try:
-                conn.request(
-                    method, url, body=data, headers={**self._headers(data, content_type), **(headers or {})}
-                )
-                resp = conn.getresponse()
-                raw = resp.read()
-            except (http.client.HTTPException, OSError) as e:
+                conn.send(head, data)
+                answer = conn.answer()
+                raw = conn.body(answer)
+            except (ProtocolError, OSError) as e:
                 self._give(conn, keep=False)
                 # A kept-alive connection the server closed meanwhile fails before any
                 # answer: send once more on a fresh one; any other failure is the answer.
-                if kept and isinstance(
-                    e, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
-                ):
+                if kept and isinstance(e, (NoAnswer, ConnectionResetError, BrokenPipeError)):
                     continue
                 counted(self.count, method, path, None)
                 raise Unreachable(None, f"{what}: {'stopping' if self._aborted else e}") from None
-            self._give(conn, keep=not resp.will_close)
-            counted(self.count, method, path, resp.status)
-            return _decode(resp.status, raw, resp.getheader("Retry-After"), what)
+            self._give(conn, keep=not answer.will_close)
+            counted(self.count, method, path, answer.status)
+            return _decode(answer.status, raw, answer.headers.get("retry-after"), what)
 
     def watch(self, path: str, *, timeout: float) -> Iterator[dict[str, Any]]:
         what = f"watch {path.split('?')[0]}"
+        head = request_head("GET", self._prefix + path, self._authority, self._headers(None, JSON), None)
         conn, _ = self._take(timeout)
         try:
-            conn.request("GET", self._prefix + path, headers=self._headers(None, JSON))
-            resp = conn.getresponse()
-            counted(self.count, "GET", path, resp.status)
-            if resp.status != 200:
-                raise from_response(resp.status, resp.read(), resp.getheader("Retry-After"), what)
-            while line := resp.readline():
+            conn.send(head, None)
+            answer = conn.answer()
+            counted(self.count, "GET", path, answer.status)
+            if answer.status != 200:
+                raise from_response(answer.status, conn.body(answer), answer.headers.get("retry-after"), what)
+            for line in conn.lines(answer):
                 if line.strip():
                     yield json.loads(line)
-        except (http.client.HTTPException, OSError, ValueError) as e:
+        except (ProtocolError, OSError, ValueError) as e:
             raise Unreachable(None, f"{what}: {'stopping' if self._aborted else e}") from None
         finally:
             self._give(conn, keep=False)  # a stream left midway is not reused

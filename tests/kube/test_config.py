@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from nfd.kube import config
 from nfd.kube.config import Credentials, NoClusterError, from_kubeconfig, in_cluster, load
 from nfd.settings import ConfigError
 from tests.fakeapi import FakeApiServer
@@ -107,3 +109,26 @@ def test_a_server_that_is_not_a_url_is_named(tmp_path: Path) -> None:
     (tmp_path / "kc").write_text(json.dumps(kc))
     with pytest.raises(ConfigError, match=r"server 'k:6443' is not an http\(s\) URL"):
         from_kubeconfig(str(tmp_path / "kc"))
+
+
+def test_a_token_file_is_read_again_when_it_changed_or_a_minute_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    opened: list[str] = []
+
+    def counting_open(path: str, *a: Any, **k: Any) -> Any:
+        opened.append(path)
+        return open(path, *a, **k)
+
+    monkeypatch.setattr(config, "open", counting_open, raising=False)
+    creds = Credentials("https://h:443", token_file=str(token))
+    assert creds.bearer() == creds.bearer() == "first"
+    assert len(opened) == 1  # unchanged: not read again
+    new = tmp_path / "token.new"
+    new.write_text("second\n")
+    new.replace(token)  # kubelet swaps in a new file
+    assert creds.bearer() == "second" and len(opened) == 2
+    monkeypatch.setattr(config, "TOKEN_REREAD_S", 0.0)
+    assert creds.bearer() == "second" and len(opened) == 3  # read again however it looks

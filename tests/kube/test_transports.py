@@ -102,7 +102,9 @@ def test_a_list_is_read_page_by_page(fake_api: FakeApiServer, api: Transport) ->
     assert sorted(o["metadata"]["name"] for p in got for o in p["items"]) == [f"n{i}" for i in range(5)]
 
 
-def test_the_token_file_is_read_for_each_request(fake_api: FakeApiServer, kind: str, tmp_path: Path) -> None:
+def test_a_rotated_token_file_is_read_at_the_next_request(
+    fake_api: FakeApiServer, kind: str, tmp_path: Path
+) -> None:
     token = tmp_path / "token"
     token.write_text("not-yet-valid")
     api = make(kind, Credentials(fake_api.url, token_file=str(token)))
@@ -213,3 +215,10 @@ def test_abort_ends_a_request_waiting_for_its_answer(fake_api: FakeApiServer) ->
     assert not t.is_alive() and isinstance(failed[0], errors.Unreachable)
     with pytest.raises(errors.Unreachable, match="stopping"):
         api.request("GET", path("api", "v1", "nodes", "n1"))
+
+
+def test_path_parts_and_query_values_are_quoted() -> None:
+    assert path("api", "v1", "namespaces", "a b/c", "x.y-z_~") == "/api/v1/namespaces/a%20b%2Fc/x.y-z_~"
+    assert path("api", "v1", "nodes", fieldSelector="metadata.name=n 1", limit="") == (
+        "/api/v1/nodes?fieldSelector=metadata.name%3Dn%201"
+    )

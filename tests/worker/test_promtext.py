@@ -1,6 +1,7 @@
 """The worker's metrics text is valid Prometheus exposition: parsed back with
 prometheus-client's own parser, values and labels intact."""
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from nfd.promtext import Counter, Histogram, Registry
@@ -62,3 +63,17 @@ def test_empty_families_still_declare_themselves() -> None:
     r = Registry()
     r.add(Histogram("h_seconds", "help", ["n"], buckets=(1.0,)))
     assert families(r.exposition())["h_seconds"].samples == []  # type: ignore[attr-defined]
+
+
+def test_a_sample_needs_exactly_the_familys_labels_and_a_bound_is_its_own_bucket() -> None:
+    c = Counter("x_total", "x", ["a", "b"])
+    for wrong in ({"a": "1"}, {"a": "1", "c": "2"}, {"a": "1", "b": "2", "c": "3"}):
+        with pytest.raises(ValueError, match="labels"):
+            c.inc(**wrong)
+    c.inc(b="2", a="1")
+    assert c.value(a="1", b="2") == 1.0
+    h = Histogram("h", "h", [], buckets=(0.1, 1.0))
+    for v in (0.1, 0.5, 1.0, 2.0):
+        h.observe(v)
+    assert 'h_bucket{le="0.1"} 1.0' in h.lines() and 'h_bucket{le="1.0"} 3.0' in h.lines()
+    assert 'h_bucket{le="+Inf"} 4.0' in h.lines()
