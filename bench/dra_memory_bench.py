@@ -1,7 +1,7 @@
 """``nfd dra``'s memory against the fake API server: VmRSS and VmHWM of the process once
 it serves (an empty pool: the figure is what the agent's code and libraries cost), beside
 what a bare interpreter costs with only the libraries it cannot do without (grpc for
-kubelet's plugin API, ssl and http.client for the API server). A per-node agent's
+kubelet's plugin API, ssl and socket for the API server). A per-node agent's
 memory is paid on every node.
 
 With ``--config`` and ``--host-root`` it serves a real node's devices instead (on a GPU
@@ -49,7 +49,7 @@ def rss(pid: int) -> tuple[int, int]:
 
 
 def floor_rss() -> int:
-    code = "import grpc, ssl, http.client, sys; sys.stdout.write('ok'); sys.stdout.flush(); sys.stdin.read()"
+    code = "import grpc, ssl, socket, sys; sys.stdout.write('ok'); sys.stdout.flush(); sys.stdin.read()"
     p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/")
     assert p.stdout is not None and p.stdout.read(2) == b"ok"
     out = rss(p.pid)[0]
@@ -102,7 +102,7 @@ def main() -> int:
     parts = ", ".join(f"{k} {mem.get(k, 0) / 1024:.1f}" for k in ("RssAnon", "RssFile", "RssShmem"))
     print(f"  of which (MiB): {parts}")
     print(f"its CPU while serving: {cpu * 100:.2f} % of a core over {args.seconds:.0f} s")
-    print(f"floor (python + grpc, ssl, http.client): VmRSS {floor / 1024:.1f} MiB")
+    print(f"floor (python + grpc, ssl, socket): VmRSS {floor / 1024:.1f} MiB")
     print(f"nfd dra above the floor: {(vm - floor) / 1024:.1f} MiB")
     return 0
 
