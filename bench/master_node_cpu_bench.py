@@ -8,7 +8,8 @@ node's name) and the rules of bench/data.
 - the node's decision (``MasterService.submit``: the canonical encoding, the store), for
   scale; unchanged;
 - the JSON Patch body: ``json.dumps`` (the REST client's, before) or pydantic-core;
-- the PATCH answer and the Node watch event: a labelled Node as the API server answers
+- the PATCH answer, the Node watch event and (apart: once a Node per LIST, at the
+  master's start and each resync, not per write) a page of a Node LIST: a labelled Node as the API server answers
   it (a kubelet-less Node as bench/master_realcluster_bench.py creates, the labels, the
   tracking annotation, managedFields naming each label), parsed whole (before) or for
   what the master reads (``nfd.master.core.nodeview``).
@@ -172,6 +173,15 @@ def main() -> None:
         print(f"{what:32} {before:8.0f}us {now:8.0f}us {now / before:11.2f}")
     tb, tn = sum(p[1] for p in pieces), sum(p[2] for p in pieces)
     print(f"{'these pieces together':32} {tb:8.0f}us {tn:8.0f}us {tn / tb:11.2f}")
+    # Pages of 500 (the master's list page size), of the Nodes as nfd found them.
+    plain = [labelled_node(n, []) for n in names]
+    pages = [b'{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":['
+             + b",".join(plain[i:i + 500]) + b"]}" for i in range(0, len(plain), 500)]  # fmt: skip
+    lb, ln = (
+        best(each(json.loads, pages), a.rounds, a.nodes),
+        best(each(nodeview.page, pages), a.rounds, a.nodes),
+    )
+    print(f"{'a Node in a LIST page (apart)':32} {lb:8.0f}us {ln:8.0f}us {ln / lb:11.2f}")
 
 
 if __name__ == "__main__":

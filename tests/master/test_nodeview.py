@@ -138,3 +138,26 @@ def test_bookmarks_and_errors_keep_what_the_watch_loop_reads():
     assert nodeview.event(json.dumps(odd)) == odd
     with pytest.raises(ValueError):
         nodeview.event("{not json")
+
+
+def test_a_list_page_of_nodes_reads_as_the_whole_page():
+    doc = {
+        "kind": "NodeList",
+        "apiVersion": "v1",
+        "metadata": {"resourceVersion": "77", "continue": "tok", "remainingItemCount": 3},
+        "items": [full_node(**changes) for changes in VARIANTS],
+    }
+    raw = json.dumps(doc).encode()
+    whole, view = json.loads(raw), nodeview.page(raw)
+    assert view["metadata"] == {"resourceVersion": "77", "continue": "tok"}
+    assert len(view["items"]) == len(whole["items"])
+    for v, w in zip(view["items"], whole["items"], strict=True):
+        assert plan(v) == plan(w) and v["metadata"].get("name") == w["metadata"]["name"]
+        for d in DECISIONS:
+            assert observe(v, d) == observe(w, d)
+        assert "managedFields" not in v["metadata"]
+
+
+@pytest.mark.parametrize("doc", [{"metadata": {}, "items": None}, {"items": [full_node(metadata=None)]}])
+def test_a_list_page_that_does_not_fit_is_parsed_whole(doc):
+    assert nodeview.page(json.dumps(doc)) == doc

@@ -323,7 +323,9 @@ class KubeApi:
         raise ValueError(f"no list call for {res}")
 
     async def list_page(self, res: Resource, *, limit: int, cont: str | None) -> dict[str, Any]:
-        """One page of a paginated LIST of ``res``."""
+        """One page of a paginated LIST of ``res``; a page of Nodes parsed for what the
+        master reads of them (``nodeview``: every Node's managedFields, images and
+        conditions left unparsed, as in a write's answer and a watch event)."""
         fn = self._collection(res)
         return await self._call(  # type: ignore[no-any-return]
             lambda: fn(
@@ -332,7 +334,8 @@ class KubeApi:
                 _preload_content=False,
                 _request_timeout=max(self.timeout, 60.0),
                 **res.query(),
-            )
+            ),
+            decode=nodeview.page if res.plural == "nodes" and not res.group else json.loads,
         )
 
     async def pages(self, res: Resource, *, limit: int) -> AsyncIterator[dict[str, Any]]:

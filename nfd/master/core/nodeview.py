@@ -1,6 +1,7 @@
 """A Node's JSON parsed for what the master reads of it, the rest left unparsed.
 
-The answer to each node write and each Node watch event is the whole Node: its
+The answer to each node write, each Node watch event and each page of a Node LIST
+holds the whole Node: its
 managedFields (one entry per label the master set), conditions, images, node info.
 Turning all of it into Python objects cost more CPU per node than building the write;
 pydantic-core validates the JSON against these TypedDicts as it parses it and builds
@@ -58,8 +59,22 @@ class _Event(TypedDict, total=False):
     object: _Node
 
 
+# The functional form: "continue" is a keyword.
+_ListMeta = TypedDict("_ListMeta", {"resourceVersion": Any, "continue": Any}, total=False)
+with_config(_IGNORE)(_ListMeta)
+
+
+@with_config(_IGNORE)
+class _Page(TypedDict, total=False):
+    apiVersion: Any
+    kind: Any
+    metadata: _ListMeta
+    items: list[_Node]
+
+
 _NODE = TypeAdapter(_Node)
 _EVENT = TypeAdapter(_Event)
+_PAGE = TypeAdapter(_Page)
 _OBJECT_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
 
 
@@ -67,6 +82,15 @@ def node(data: bytes | str) -> Any:
     """A Node (a GET or PATCH answer) as the master reads it."""
     try:
         return _NODE.validate_json(data)
+    except ValidationError:
+        return json.loads(data)
+
+
+def page(data: bytes | str) -> Any:
+    """A page of a Node LIST (its resourceVersion and continue token, and each Node as
+    ``node`` reads it)."""
+    try:
+        return _PAGE.validate_json(data)
     except ValidationError:
         return json.loads(data)
 
