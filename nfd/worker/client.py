@@ -139,12 +139,7 @@ class MasterClient:
 
     def _connection(self) -> Connection:
         if self._conn is None:
-            context = None
-            if self._https:
-                import ssl  # only for https: the library is a few MiB of resident memory
-
-                context = ssl.create_default_context(cafile=self._ca_file)
-            self._conn = Connection(self._host, self._port, context)
+            self._conn = Connection(self._host, self._port, None)
             self._conn.settimeout(self._timeout)
         return self._conn
 
@@ -154,6 +149,12 @@ class MasterClient:
         conn = self._connection()
         while True:
             kept = conn.sock is not None  # open since an earlier request
+            if not kept and self._https:
+                # The CA file is read again for each new connection: a CA the kubelet
+                # updated in place is used without a restart.
+                import ssl  # only for https: the library is a few MiB of resident memory
+
+                conn.context = ssl.create_default_context(cafile=self._ca_file)
             try:
                 answer, raw = conn.exchange(head, data)
             except (ProtocolError, OSError) as e:
