@@ -4,14 +4,15 @@ for both transports: the same CA verification, client certificates and tokens.
 
 The service account's token is a bound token that kubelet rotates (by swapping the
 file for a new one): ``Credentials.bearer`` gives the file's current content, read again
-when the file's status changed, and at least once a minute in any case."""
+when the file's status changed, and at least once a minute in any case
+(:class:`nfd.kube.tokenfile.TokenFile`, which the worker's client to the master reads
+its token through too)."""
 
 from __future__ import annotations
 
 import base64
 import os
 import ssl
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,13 +21,11 @@ from urllib.parse import urlsplit
 from nfd import yamlfile
 from nfd.kube.errors import Unreachable
 from nfd.kube.execcred import ExecPlugin, from_kubeconfig_user
+from nfd.kube.tokenfile import TokenFile
 from nfd.settings import ConfigError
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 KUBECONFIG_LIMIT = 1 << 20  # a kubeconfig with a few embedded certificates is a few KiB
-# A token file unchanged in status is read again after this long anyway: a rewrite in
-# place within one tick of the file system's clock keeps its status.
-TOKEN_REREAD_S = 60.0
 
 
 class NoClusterError(ConfigError):
@@ -103,31 +102,6 @@ class Credentials:
                 f"TLS configuration for {self.server}: {getattr(e, 'strerror', None) or e}"
             ) from None
         return ctx
-
-
-class TokenFile:
-    """A token file's content, read again when the file's status (inode, size, change
-    time) differs from the last read's, or TOKEN_REREAD_S after it: one stat per
-    request instead of an open and a read."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        # (the file's status, its content, when read): replaced whole, so threads
-        # sharing the transport see one read's three together.
-        self._last: tuple[tuple[int, int, int, int], str, float] | None = None
-
-    def read(self) -> str:
-        """The token; raises OSError."""
-        st = os.stat(self.path)
-        status = (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)
-        now = time.monotonic()
-        last = self._last
-        if last is not None and last[0] == status and now - last[2] < TOKEN_REREAD_S:
-            return last[1]
-        with open(self.path, encoding="utf-8") as f:
-            token = f.read().strip()
-        self._last = (status, token, now)
-        return token
 
 
 def _load_cert_chain(ctx: ssl.SSLContext, creds: Credentials) -> None:

@@ -1,6 +1,6 @@
 """The light transport: HTTP/1.1 over the stdlib's ``socket`` and ``ssl``
-(:mod:`nfd.kube.wire`), for the per-node agents (``nfd dra``, the worker's NodeFeature
-publisher, the topology updater).
+(:mod:`nfd.kube.wire`, which the worker's client to the master speaks too), for the
+per-node agents (``nfd dra``, the worker's NodeFeature publisher, the topology updater).
 
 Why not the ``kubernetes`` package: importing it costs about 46 MiB of RSS, and a per-node
 agent's memory is paid once per node. The agents need a few JSON requests and a watch,
@@ -19,7 +19,7 @@ from typing import Any
 from nfd.kube.config import Credentials
 from nfd.kube.errors import ApiError, Unreachable, from_response
 from nfd.kube.transport import JSON, Count, counted
-from nfd.kube.wire import Connection, NoAnswer, ProtocolError, authority, request_head
+from nfd.kube.wire import Connection, ProtocolError, authority, request_head, worth_resending
 
 MAX_IDLE = 4  # kept-alive connections: the agents' threads rarely ask at once
 
@@ -93,14 +93,12 @@ class LightTransport:
         while True:
             conn, kept = self._take(timeout or self.timeout)
             try:
-                conn.send(head, data)
-                answer = conn.answer()
-                raw = conn.body(answer)
+                answer, raw = conn.exchange(head, data)
             except (ProtocolError, OSError) as e:
                 self._give(conn, keep=False)
-                # A kept-alive connection the server closed meanwhile fails before any
-                # answer: send once more on a fresh one; any other failure is the answer.
-                if kept and isinstance(e, (NoAnswer, ConnectionResetError, BrokenPipeError)):
+                # Again on another connection (the next idle one, else a fresh one) only
+                # if the server closed this one while it was idle.
+                if worth_resending(e, kept):
                     continue
                 counted(self.count, method, path, None)
                 raise Unreachable(None, f"{what}: {'stopping' if self._aborted else e}") from None

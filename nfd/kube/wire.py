@@ -1,18 +1,22 @@
-"""HTTP/1.1 as the light transport speaks it to the API server: one request at a time
-on a kept-alive connection, answers framed by Content-Length, chunked or by the
-connection's end.
+"""HTTP/1.1 as the node's agents speak it: the light transport to the API server and
+the worker's client to the master. One request at a time on a kept-alive connection,
+answers framed by Content-Length, chunked or by the connection's end, and the one rule
+for a kept-alive connection the server closed meanwhile (:func:`worth_resending`).
 
 Why not ``http.client``: its answer read parses the headers through the ``email``
 package, most of the client's CPU time for a small answer (a DRA prepare reads one
 claim on kubelet's path). The API server's answers need none of that: a status line,
-a few headers, a body."""
+a few headers, a body. ``ssl`` is loaded by whoever makes the context (only for
+https): it is a few MiB of resident memory that a plain-http worker does not pay."""
 
 from __future__ import annotations
 
 import socket
-import ssl
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
+
+if TYPE_CHECKING:
+    import ssl
 
 MAX_LINE = 65536  # a status line, header line or chunk-size line longer than this is refused
 MAX_HEADERS = 100
@@ -26,6 +30,14 @@ class ProtocolError(Exception):
 class NoAnswer(ProtocolError):
     """The connection ended before any byte of an answer: a kept-alive connection the
     server closed meanwhile (worth sending again on a fresh one)."""
+
+
+def worth_resending(e: BaseException, kept: bool) -> bool:
+    """Whether a request that failed with ``e`` goes once more on a fresh connection: a
+    kept-alive (``kept``) connection the server closed while idle (an API server's or
+    uvicorn's idle timeout, a restart) fails before any answer, by EOF, reset or broken
+    pipe. Any other failure, or any failure on a fresh connection, is the answer."""
+    return kept and isinstance(e, NoAnswer | ConnectionResetError | BrokenPipeError)
 
 
 class Answer:
@@ -76,6 +88,12 @@ class Connection:
             answer = _head(line, self._rfile)
             if answer.status >= 200:
                 return answer
+
+    def exchange(self, head: str, body: bytes | None) -> tuple[Answer, bytes]:
+        """Sends one request and reads its whole answer."""
+        self.send(head, body)
+        answer = self.answer()
+        return answer, self.body(answer)
 
     def body(self, answer: Answer) -> bytes:
         assert self._rfile is not None

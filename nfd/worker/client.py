@@ -1,25 +1,27 @@
 """The master's HTTP API as the worker speaks it (docs/worker-master-api.md).
 
-Stdlib ``http.client`` with one keep-alive connection: a worker sends a request a
-minute, and a persistent connection spares the master a TCP (and TLS) handshake each
-time. The token is read from its file before each request because the kubelet rotates
-projected tokens in place.
+The node's one HTTP/1.1 client, shared with the light Kubernetes transport: framing,
+the kept-alive connection and the one resend when the master closed it while idle
+(uvicorn does after a few seconds) are :mod:`nfd.kube.wire`'s; the token is
+:class:`nfd.kube.tokenfile.TokenFile`'s (read again when the file changed: the kubelet
+rotates projected tokens). One connection: a worker sends a request a minute, and a
+persistent connection spares the master a TCP (and TLS) handshake each time.
 """
 
 from __future__ import annotations
 
 import errno
-import http.client
 import json
 import logging
-import select
 import socket
 import time
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
+
+from nfd.kube.tokenfile import TokenFile
+from nfd.kube.wire import Connection, NoAnswer, ProtocolError, authority, request_head, worth_resending
 
 log = logging.getLogger(__name__)
 
@@ -95,12 +97,13 @@ class MasterClient:
         self.base_url = base_url
         self._https = url.scheme == "https"
         self._host = url.hostname
-        self._port = url.port
+        self._port = url.port or (443 if self._https else 80)
+        self._authority = authority(self._host, self._port)
         self._prefix = url.path.rstrip("/")
-        self._token_file = token_file
+        self._token = TokenFile(str(token_file)) if token_file is not None else None
         self._ca_file = ca_file
         self._timeout = timeout
-        self._conn: http.client.HTTPConnection | None = None
+        self._conn: Connection | None = None
         if ca_file is not None and not self._https:
             log.warning("--ca-file is given but the master URL is not https; it is not used")
 
@@ -114,85 +117,65 @@ class MasterClient:
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
-            self._conn = None
 
     # -- plumbing -------------------------------------------------------------------
-    def _headers(self, length: int) -> dict[str, str]:
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "Content-Length": str(length),
-        }
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
         token = self._read_token()
         if token:
             headers["Authorization"] = f"Bearer {token}"
         return headers
 
     def _read_token(self) -> str | None:
-        if self._token_file is None:
+        if self._token is None:
             return None
         try:
-            return self._token_file.read_text().strip() or None
+            return self._token.read() or None
         except OSError as e:
             # Send without one: the master answers 401 and the worker backs off, by when
             # the kubelet has usually (re)written the file.
-            log.warning("cannot read token file %s: %s", self._token_file, e.strerror or e)
+            log.warning("cannot read token file %s: %s", self._token.path, e.strerror or e)
             return None
 
-    def _connect(self) -> http.client.HTTPConnection:
-        if self._conn is not None and _closed_by_peer(self._conn):
-            # The master dropped the idle connection (uvicorn does after a few seconds):
-            # start afresh rather than have the request fail on it.
-            self.close()
+    def _connection(self) -> Connection:
         if self._conn is None:
-            if self._https:
-                import ssl  # only for https: the library is a few MB of resident memory
-
-                ctx = ssl.create_default_context(cafile=self._ca_file)
-                self._conn = http.client.HTTPSConnection(
-                    self._host, self._port, timeout=self._timeout, context=ctx
-                )
-            else:
-                self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+            self._conn = Connection(self._host, self._port, None)
+            self._conn.settimeout(self._timeout)
         return self._conn
 
     def _request(self, method: str, path: str, payload: dict[str, Any]) -> Reply:
         data = json.dumps(payload, separators=(",", ":")).encode()
-        # A kept-alive connection may have been closed by the master (restart, idle
-        # timeout) since the last request: one fresh retry tells that apart from a
-        # master that is really gone.
-        reused = self._conn is not None
-        try:
-            return self._send(method, path, data)
-        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
-            self.close()
-            if not reused:
-                raise _unreachable(e) from None
-        except (OSError, http.client.HTTPException) as e:
-            self.close()
-            raise _unreachable(e) from None
-        try:
-            return self._send(method, path, data)
-        except (OSError, http.client.HTTPException) as e:
-            self.close()
-            raise _unreachable(e) from None
+        head = request_head(method, self._prefix + path, self._authority, self._headers(), len(data))
+        conn = self._connection()
+        while True:
+            kept = conn.sock is not None  # open since an earlier request
+            if not kept and self._https:
+                # The CA file is read again for each new connection: a CA the kubelet
+                # updated in place is used without a restart.
+                import ssl  # only for https: the library is a few MiB of resident memory
 
-    def _send(self, method: str, path: str, data: bytes) -> Reply:
-        conn = self._connect()
-        conn.request(method, self._prefix + path, body=data, headers=self._headers(len(data)))
-        resp = conn.getresponse()
-        raw = resp.read()
-        if resp.will_close:
-            self.close()
+                conn.context = ssl.create_default_context(cafile=self._ca_file)
+            try:
+                answer, raw = conn.exchange(head, data)
+            except (ProtocolError, OSError) as e:
+                conn.close()
+                # Once more, on a fresh connection, only if the master closed the
+                # kept-alive one meanwhile (the next try is on a fresh one: no loop).
+                if worth_resending(e, kept):
+                    continue
+                raise _unreachable(e) from None
+            if answer.will_close:
+                conn.close()
+            break
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
             body = None
         return Reply(
-            resp.status,
+            answer.status,
             body,
-            parse_retry_after(resp.getheader("Retry-After")),
-            outcome=(resp.getheader("X-NFD-Outcome") or "").strip().lower(),
+            parse_retry_after(answer.headers.get("retry-after")),
+            outcome=answer.headers.get("x-nfd-outcome", "").strip().lower(),
         )
 
 
@@ -205,27 +188,24 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
         return max(0.0, float(value))
     except ValueError:
         pass
+    # Loaded here, not at the top: a master sends seconds, and ``email.utils`` costs
+    # milliseconds of start-up and its share of memory on every node for nothing.
+    from datetime import UTC
+    from email.utils import parsedate_to_datetime
+
     try:
-        when = parsedate_to_datetime(value).timestamp()
+        when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
-    return max(0.0, when - (time.time() if now is None else now))
-
-
-def _closed_by_peer(conn: http.client.HTTPConnection) -> bool:
-    sock = conn.sock
-    if sock is None:
-        return False
-    try:
-        # Readable while idle means EOF (or stray bytes): either way the connection is done.
-        readable, _, _ = select.select([sock], [], [], 0)
-    except (OSError, ValueError):
-        return True
-    return bool(readable)
+    if when.tzinfo is None:  # asctime's form names no zone: HTTP dates are all in GMT
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def _unreachable(e: BaseException) -> MasterUnreachable:
-    down = isinstance(e, ConnectionRefusedError | ConnectionResetError | socket.gaierror) or (
+    # NoAnswer on a fresh connection: taken and closed at once, as by a master shutting
+    # down; counted with a reset.
+    down = isinstance(e, ConnectionRefusedError | ConnectionResetError | NoAnswer | socket.gaierror) or (
         isinstance(e, OSError) and e.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH)
     )
     return MasterUnreachable(_describe(e), down=down)

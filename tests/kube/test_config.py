@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nfd.kube import config
+from nfd.kube import tokenfile
 from nfd.kube.config import Credentials, NoClusterError, from_kubeconfig, in_cluster, load
 from nfd.settings import ConfigError
 from tests.fakeapi import FakeApiServer
@@ -122,7 +122,7 @@ def test_a_token_file_is_read_again_when_it_changed_or_a_minute_passed(
         opened.append(path)
         return open(path, *a, **k)
 
-    monkeypatch.setattr(config, "open", counting_open, raising=False)
+    monkeypatch.setattr(tokenfile, "open", counting_open, raising=False)
     creds = Credentials("https://h:443", token_file=str(token))
     assert creds.bearer() == creds.bearer() == "first"
     assert len(opened) == 1  # unchanged: not read again
@@ -130,5 +130,5 @@ def test_a_token_file_is_read_again_when_it_changed_or_a_minute_passed(
     new.write_text("second\n")
     new.replace(token)  # kubelet swaps in a new file
     assert creds.bearer() == "second" and len(opened) == 2
-    monkeypatch.setattr(config, "TOKEN_REREAD_S", 0.0)
+    monkeypatch.setattr(tokenfile, "TOKEN_REREAD_S", 0.0)
     assert creds.bearer() == "second" and len(opened) == 3  # read again however it looks

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from nfd.kube.wire import Connection, NoAnswer, ProtocolError, authority, request_head
+from nfd.kube.wire import Connection, NoAnswer, ProtocolError, authority, request_head, worth_resending
 
 Serve = Callable[[bytes], tuple[Connection, list[bytes]]]
 
@@ -126,3 +127,17 @@ def test_the_request_reaches_the_server_as_sent(serve: Serve) -> None:
     assert conn.body(conn.answer()) == b""
     conn.close()
     assert got[0].endswith(b"Content-Length: 2\r\n\r\n{}")
+
+
+def test_only_a_kept_alive_connection_the_server_closed_is_worth_sending_again(serve: Serve) -> None:
+    conn, _ = serve(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+    head = request_head("POST", "/x", "h:1", {}, 2)
+    assert conn.exchange(head, b"{}")[1] == b"{}"
+    time.sleep(0.05)  # the one-shot server has closed the connection, kept alive here
+    with pytest.raises((NoAnswer, ConnectionResetError, BrokenPipeError)) as failed:
+        conn.exchange(head, b"{}")
+    assert worth_resending(failed.value, kept=True)
+    assert not worth_resending(failed.value, kept=False)  # a fresh one's failure is the answer
+    assert not worth_resending(TimeoutError(), kept=True)  # the server is slow, not gone
+    assert not worth_resending(ProtocolError("bad"), kept=True)
+    conn.close()

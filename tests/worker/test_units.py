@@ -111,7 +111,7 @@ def make_worker(url: str, tmp_path: Path, **kw: Any) -> Worker:
 # -- client ---------------------------------------------------------------------------
 
 
-def test_the_token_is_read_before_each_request(scripted: Scripted, tmp_path: Path) -> None:
+def test_a_rotated_token_is_sent_and_a_missing_one_is_left_out(scripted: Scripted, tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("first\n")
     client = MasterClient(scripted.url, token_file=token)
@@ -145,9 +145,16 @@ def test_unreachable_master_raises(tmp_path: Path) -> None:
         MasterClient(f"http://127.0.0.1:{free_port()}").heartbeat("n", "d")
 
 
-def test_retry_after_and_reasons() -> None:
+def test_retry_after_and_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
     assert parse_retry_after("7") == 7.0
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0) == 10.0
+    monkeypatch.setenv("TZ", "America/New_York")  # asctime's form is GMT whatever the local zone
+    time.tzset()
+    try:
+        assert parse_retry_after("Wed Oct 21 07:28:10 2015", now=1445412480.0) == 10.0
+    finally:
+        monkeypatch.undo()
+        time.tzset()
     assert parse_retry_after("soon") is None
     r422 = Reply(422, {"detail": [{"loc": ["body", "digest"], "msg": "Field required", "type": "missing"}]})
     assert r422.reason() == "HTTP 422: body.digest: Field required"
