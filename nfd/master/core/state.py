@@ -54,25 +54,9 @@ class Observed:
     present: int = 0b11111
     resource_version: int | str = ""  # an int when it is one (``patches.observe``)
 
-    @property
-    def has_labels(self) -> bool:
-        return bool(self.present & HAS_LABELS)
-
-    @property
-    def has_annotations(self) -> bool:
-        return bool(self.present & HAS_ANNOTATIONS)
-
-    @property
-    def has_capacity(self) -> bool:
-        return bool(self.present & HAS_CAPACITY)
-
-    @property
-    def has_allocatable(self) -> bool:
-        return bool(self.present & HAS_ALLOCATABLE)
-
-    @property
-    def has_taints(self) -> bool:
-        return bool(self.present & HAS_TAINTS)
+    def has(self, part: int) -> bool:
+        """Whether the Node has ``part`` (a ``HAS_*`` bit) at all."""
+        return bool(self.present & part)
 
 
 HAS_LABELS, HAS_ANNOTATIONS, HAS_CAPACITY, HAS_ALLOCATABLE, HAS_TAINTS = 1, 2, 4, 8, 16

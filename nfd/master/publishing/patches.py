@@ -198,7 +198,7 @@ def node_patch(decision: Decision, obs: Observed, *, device_plugin_resources: It
         if k in obs.labels:
             label_ops.append({"op": "remove", "path": f"/metadata/labels/{escape(k)}"})
     label_ops += [op for k, v, op in _label_ops(decision) if obs.labels.get(k) != v]
-    if label_ops and not obs.has_labels:
+    if label_ops and not obs.has(HAS_LABELS):
         ops.append({"op": "add", "path": "/metadata/labels", "value": {}})
     ops += label_ops
 
@@ -224,7 +224,7 @@ def node_patch(decision: Decision, obs: Observed, *, device_plugin_resources: It
                 ann_ops.append({"op": "remove", "path": f"/metadata/annotations/{escape(k)}"})
         elif cur != want:
             ann_ops.append({"op": "add", "path": f"/metadata/annotations/{escape(k)}", "value": want})
-    if ann_ops and not obs.has_annotations:
+    if ann_ops and not obs.has(HAS_ANNOTATIONS):
         ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
     ops += ann_ops
 
@@ -236,7 +236,7 @@ def node_patch(decision: Decision, obs: Observed, *, device_plugin_resources: It
         if taint_str_dict(t) not in mine and (t.get("key"), t.get("effect")) not in _keys(decision)
     ]
     new_taints = others + [_taint_dict(t.key, t.value, t.effect) for t in decision.taints]
-    if _norm(new_taints) != _norm(obs.taints) and (new_taints or obs.has_taints):
+    if _norm(new_taints) != _norm(obs.taints) and (new_taints or obs.has(HAS_TAINTS)):
         ops.append({"op": "add", "path": "/spec/taints", "value": new_taints})
     return ops
 
@@ -277,8 +277,8 @@ def status_patch(
             ops.append({"op": "add", "path": f"/status/allocatable/{escape(k)}", "value": v})
             need_alloc = True
     head: list[Op] = []
-    if need_cap and not obs.has_capacity:
+    if need_cap and not obs.has(HAS_CAPACITY):
         head.append({"op": "add", "path": "/status/capacity", "value": {}})
-    if need_alloc and not obs.has_allocatable:
+    if need_alloc and not obs.has(HAS_ALLOCATABLE):
         head.append({"op": "add", "path": "/status/allocatable", "value": {}})
     return head + ops
