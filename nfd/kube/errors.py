@@ -8,6 +8,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from nfd.kube.wire import parse_retry_after
+
 
 class ApiError(Exception):
     """Any failed API call. ``status`` is the HTTP status, or None when the API server
@@ -108,15 +110,6 @@ def make(
     return cls(status, message, retry_after, details)
 
 
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:  # an HTTP date: the API server never sends one
-        return None
-
-
 def from_response(status: int, body: bytes | str | None, retry_after: str | None, what: str) -> ApiError:
     """The error for an answer with an error ``status``: the Status object's message
     (else the body's first 200 characters), its Retry-After header, details; ``what``
@@ -133,7 +126,7 @@ def from_response(status: int, body: bytes | str | None, retry_after: str | None
             details = doc.get("details") if isinstance(doc.get("details"), dict) else None
         else:
             message = text[:200]
-    return make(status, f"{what}: {message}" if message else what, _retry_after(retry_after), details)
+    return make(status, f"{what}: {message}" if message else what, parse_retry_after(retry_after), details)
 
 
 def watch_error(obj: Mapping[str, Any]) -> ApiError:

@@ -12,6 +12,7 @@ https): it is a few MiB of resident memory that a plain-http worker does not pay
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -30,6 +31,29 @@ class ProtocolError(Exception):
 class NoAnswer(ProtocolError):
     """The connection ended before any byte of an answer: a kept-alive connection the
     server closed meanwhile (worth sending again on a fresh one)."""
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Retry-After as seconds: either a number of seconds or an HTTP date."""
+    value = (value or "").strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    # Loaded here, not at the top: the API server and the master send seconds, and
+    # ``email.utils`` costs milliseconds of start-up and its share of memory on every node.
+    from datetime import UTC
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # asctime's form names no zone: HTTP dates are all in GMT
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def worth_resending(e: BaseException, kept: bool) -> bool:

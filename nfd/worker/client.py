@@ -14,14 +14,21 @@ import errno
 import json
 import logging
 import socket
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from nfd.kube.tokenfile import TokenFile
-from nfd.kube.wire import Connection, NoAnswer, ProtocolError, authority, request_head, worth_resending
+from nfd.kube.wire import (
+    Connection,
+    NoAnswer,
+    ProtocolError,
+    authority,
+    parse_retry_after,
+    request_head,
+    worth_resending,
+)
 
 log = logging.getLogger(__name__)
 
@@ -177,29 +184,6 @@ class MasterClient:
             parse_retry_after(answer.headers.get("retry-after")),
             outcome=answer.headers.get("x-nfd-outcome", "").strip().lower(),
         )
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Retry-After as seconds: either a number of seconds or an HTTP date."""
-    if value is None:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    # Loaded here, not at the top: a master sends seconds, and ``email.utils`` costs
-    # milliseconds of start-up and its share of memory on every node for nothing.
-    from datetime import UTC
-    from email.utils import parsedate_to_datetime
-
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:  # asctime's form names no zone: HTTP dates are all in GMT
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def _unreachable(e: BaseException) -> MasterUnreachable:
