@@ -117,7 +117,11 @@ def scrape_config(node: RealNode, monitor: dict[str, Any], files: Path) -> dict[
     else:
         (ep,) = monitor["spec"]["podMetricsEndpoints"]
         targets = _pod_targets(node, monitor["spec"]["selector"]["matchLabels"], ep["port"])
-    (files / f"{name}.json").write_text(json.dumps(targets))
+    found, text = files / f"{name}.json", json.dumps(targets)
+    if not found.exists() or found.read_text() != text:
+        # Whole or not at all: Prometheus may read the file at any moment.
+        (files / f"{name}.json.new").write_text(text)
+        (files / f"{name}.json.new").replace(found)
     job: dict[str, Any] = {
         "job_name": name,
         "scrape_interval": "2s",
@@ -131,6 +135,17 @@ def scrape_config(node: RealNode, monitor: dict[str, Any], files: Path) -> dict[
     if tls:
         job["tls_config"] = {"ca_file": str(files / "nfd-ca.crt"), "server_name": tls["serverName"]}
     return job
+
+
+def discover(node: RealNode, files: Path) -> list[dict[str, Any]]:
+    """Every monitor's scrape job, its targets' file written afresh. Prometheus re-reads
+    a changed targets file, so calling this again follows pods and endpoints the way the
+    operator's watch does (an EndpointSlice may list a Ready pod a moment later)."""
+    monitors = [
+        *node.get("servicemonitors", "-n", NAMESPACE)["items"],
+        *node.get("podmonitors", "-n", NAMESPACE)["items"],
+    ]
+    return [scrape_config(node, m, files) for m in monitors]
 
 
 def _service_targets(node: RealNode, selector: dict[str, str], port_name: str) -> list[dict[str, Any]]:
@@ -211,14 +226,7 @@ def prometheus(real_node: RealNode, tmp_path_factory: pytest.TempPathFactory) ->
         (files / "nfd-ca.crt").write_text(
             real_node.get("configmap", "-n", NAMESPACE, "nfd-master-ca")["data"]["ca.crt"]
         )
-        monitors = [
-            *real_node.get("servicemonitors", "-n", NAMESPACE)["items"],
-            *real_node.get("podmonitors", "-n", NAMESPACE)["items"],
-        ]
-        config = {
-            "global": {"scrape_interval": "2s"},
-            "scrape_configs": [scrape_config(real_node, m, files) for m in monitors],
-        }
+        config = {"global": {"scrape_interval": "2s"}, "scrape_configs": discover(real_node, files)}
         (files / "prometheus.yml").write_text(yaml.safe_dump(config))
         proc = subprocess.Popen(
             [
@@ -266,23 +274,27 @@ def test_debians_prometheus_still_lacks_kubernetes_service_discovery(prometheus:
     )
 
 
-def _every_job_up(node: RealNode) -> list[dict[str, Any]] | None:
+# Both master replicas behind the Service, one pod of each node daemon.
+EXPECTED_TARGETS = {j: 2 if j == "nfd-master" else 1 for j in JOBS}
+
+
+def _every_target_up(node: RealNode, files: Path) -> list[dict[str, Any]] | None:
+    discover(node, files)
     up = query(node, "up")
-    return up if {s["metric"]["job"] for s in up} == JOBS and all(s["value"][1] == "1" for s in up) else None
+    per_job = {j: sum(1 for s in up if s["metric"]["job"] == j) for j in JOBS}
+    return up if per_job == EXPECTED_TARGETS and all(s["value"][1] == "1" for s in up) else None
 
 
 def test_prometheus_scrapes_every_component(real_node: RealNode, prometheus: str) -> None:
     up = real_node.wait_for(
-        lambda: _every_job_up(real_node),
+        lambda: _every_target_up(real_node, Path(prometheus)),
         timeout=90,
-        what=f"every target of {sorted(JOBS)} up",
+        what=f"every target up, so many to a job: {EXPECTED_TARGETS}",
         on_timeout=lambda: (
             json.dumps(query(real_node, "up"))[:2000] + Path(prometheus, "prometheus.log").read_text()[-2000:]
         ),
     )
-    # Both master replicas behind the Service, one pod of each node daemon.
-    per_job = {j: sum(1 for s in up if s["metric"]["job"] == j) for j in JOBS}
-    assert per_job == {j: 2 if j == "nfd-master" else 1 for j in JOBS}, per_job
+    assert all(s["metric"].get("pod") for s in up), up
     for job, series in (
         ("nfd-master", "nfd_master_build_info"),
         ("nfd-worker", "nfd_worker_build_info"),
