@@ -10,17 +10,20 @@ import functools
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic_core import to_json
 
 from nfd.daemonpool import DaemonPool
-from nfd.kube.errors import TooManyRequests
-from nfd.kube.heavy import count_requests, from_exception
+from nfd.kube.aio import Connections
+from nfd.kube.errors import TooManyRequests, Unreachable, from_response
+from nfd.kube.heavy import count_requests, from_exception, tls_context
 from nfd.kube.ratelimit import AdaptiveRate
 from nfd.kube.transport import Count, counted
+from nfd.kube.wire import ProtocolError
 from nfd.master.core import nodeview
 from nfd.master.core.settings import KubeSettings
 
@@ -92,6 +95,7 @@ class KubeApi:
         # minute) must not keep a stopped master alive.
         self.pool = DaemonPool(settings.parallelism + 6, "kube")
         self.timeout = settings.request_timeout_s
+        self._writes: Connections | None = None  # made on the event loop, at the first write
         # What CoreV1Api's patch calls ask for (they list json, yaml, protobuf, cbor).
         self._accept = api_client.select_header_accept(
             [
@@ -104,6 +108,8 @@ class KubeApi:
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+        if self._writes is not None:
+            self._writes.close()
         try:
             self.api_client.close()
         except Exception:  # closing a pool that never connected; nothing to lose
@@ -119,13 +125,16 @@ class KubeApi:
     ) -> Any:
         """``limited``: within the limiter's rate; ``write``: a write, within its window
         too, whose latency steers it. ``decode``: the answer's JSON to Python."""
+        return await self._limited(lambda: self._send(fn, decode), limited=limited, write=write)
+
+    async def _limited(self, send: Callable[[], Awaitable[T]], *, limited: bool, write: bool) -> T:
         if not limited:
-            return await self._send(fn, decode)
+            return await send()
         await self.limiter.acquire(write=write)
         try:
             t0 = time.monotonic()
             try:
-                out = await self._send(fn, decode)
+                out = await send()
             except TooManyRequests:
                 self.limiter.throttled()
                 raise
@@ -154,21 +163,17 @@ class KubeApi:
             lambda: self.core.read_node(name, _preload_content=False, _request_timeout=self.timeout)
         )
 
-    def _json_patch(self, resource_path: str, name: str, ops: list[dict[str, Any]]) -> Any:
-        """PATCH with a JSON Patch: the request built by the client (headers,
-        authentication, host) as CoreV1Api.patch_node builds it, minus its argument
-        validation and its walk of the body through sanitize_for_serialization (a Python
-        call per value; the ops are plain JSON already). Sent on the client's connection
-        pool as its REST client sends it, but the body encoded by pydantic-core, compact
-        (json.dumps took 3-5 times the CPU, and a twentieth more bytes for the server), and
-        counted as ``count_requests`` counts the rest. Answers the raw response, as
-        ``_preload_content=False``."""
-        import urllib3
-        from kubernetes.client.exceptions import ApiException
-        from kubernetes.client.rest import RESTResponse
-
-        ac = self.api_client
-        method, url, headers, _, _ = ac.param_serialize(
+    async def _json_patch(
+        self, resource_path: str, name: str, ops: list[dict[str, Any]], decode: Callable[[bytes], T]
+    ) -> T:
+        """PATCH with a JSON Patch, sent on the event loop (``nfd.kube.aio``): the request
+        built by the client (URL, headers, credentials) as CoreV1Api.patch_node builds
+        it, minus its argument validation and its walk of the body through
+        sanitize_for_serialization (a Python call per value; the ops are plain JSON
+        already); the body encoded by pydantic-core, compact (json.dumps took 3-5 times
+        the CPU, and a twentieth more bytes for the server). Counted as
+        ``count_requests`` counts the rest; ``decode`` of the answer's body."""
+        method, url, headers, _, _ = self.api_client.param_serialize(
             method="PATCH",
             resource_path=resource_path,
             path_params={"name": name},
@@ -176,47 +181,47 @@ class KubeApi:
             header_params={"Accept": self._accept, "Content-Type": "application/json-patch+json"},
             auth_settings=["BearerToken"],
         )
+        if self._writes is None:
+            self._writes = Connections(self.api_client.configuration.host, tls_context(self.api_client))
+        u = urlsplit(url)
+        target = f"{u.path}?{u.query}" if u.query else u.path
         try:
-            resp = ac.rest_client.pool_manager.request(
-                method,
-                url,
-                body=to_json(ops),
-                headers=headers,
-                timeout=urllib3.Timeout(total=self.timeout) if self.timeout else None,
-                preload_content=False,
-            )
-        except BaseException:
+            reply = await self._writes.request(method, target, headers, to_json(ops), self.timeout or None)
+        except (OSError, TimeoutError, ProtocolError) as e:
             counted(self._count, method, url, None)
-            raise
-        counted(self._count, method, url, resp.status)
-        if not 200 <= resp.status <= 299:
-            answer = RESTResponse(resp)
-            answer.read()  # type: ignore[no-untyped-call]
-            raise ApiException.from_response(http_resp=answer, body=None, data=None)
-        return resp
+            raise Unreachable(
+                None, f"{method} {resource_path.format(name=name)}: {type(e).__name__}: {e}"
+            ) from None
+        counted(self._count, method, url, reply.status)
+        if not 200 <= reply.status <= 299:
+            raise from_response(reply.status, reply.body, reply.retry_after, f"{method} {target}")
+        return decode(reply.body) if reply.body else {}  # type: ignore[return-value]  # as _send answers
 
     async def patch_node(
         self, name: str, ops: list[dict[str, Any]], keep: Callable[[dict[str, Any]], T]
     ) -> T:
-        """``keep`` of the Node written (as ``nodeview.node`` parses it), taken on the
-        client's thread as soon as the answer is parsed, so the parsed Node is let go
-        there rather than held until the event loop gets to it: with 64 writes in flight,
-        parsed Nodes waiting for the loop leave free room in Python's arenas that stays
+        """``keep`` of the Node written (as ``nodeview.node`` parses it), taken as soon as
+        the answer is parsed, so the parsed Node is let go at once: with 64 writes in
+        flight, parsed Nodes held meanwhile leave free room in Python's arenas that stays
         (docs/perf.md, "The master at scale")."""
-        return await self._call(  # type: ignore[no-any-return]
-            lambda: self._json_patch("/api/v1/nodes/{name}", name, ops),
+        return await self._limited(
+            lambda: self._json_patch(
+                "/api/v1/nodes/{name}", name, ops, lambda data: keep(nodeview.node(data))
+            ),
+            limited=True,
             write=True,
-            decode=lambda data: keep(nodeview.node(data)),
         )
 
     async def patch_node_status(
         self, name: str, ops: list[dict[str, Any]], keep: Callable[[dict[str, Any]], T]
     ) -> T:
         """As ``patch_node``, on the status subresource."""
-        return await self._call(  # type: ignore[no-any-return]
-            lambda: self._json_patch("/api/v1/nodes/{name}/status", name, ops),
+        return await self._limited(
+            lambda: self._json_patch(
+                "/api/v1/nodes/{name}/status", name, ops, lambda data: keep(nodeview.node(data))
+            ),
+            limited=True,
             write=True,
-            decode=lambda data: keep(nodeview.node(data)),
         )
 
     # -- auth -------------------------------------------------------------------------
@@ -379,4 +384,8 @@ class KubeApi:
         from urllib.parse import quote
 
         path = f"/apis/{group}/{version}/namespaces/{quote(namespace, safe='')}/{plural}/{{name}}/status"
-        return await self._call(lambda: self._json_patch(path, name, ops), write=True)  # type: ignore[no-any-return]
+        return await self._limited(
+            lambda: self._json_patch(path, name, ops, lambda data: json.loads(data) if data else {}),
+            limited=True,
+            write=True,
+        )
