@@ -12,11 +12,13 @@ from nfd.master.publishing.patches import (
     LABELS_ANN,
     TAINTS_ANN,
     escape,
+    merge_patch,
     node_patch,
     observe,
     status_patch,
 )
 from nfd.policy import Taint
+from tests.fakeapi.patch import apply_merge_patch, json_equal
 
 from .helpers import apply_json_patch
 
@@ -32,10 +34,19 @@ def node(labels=None, annotations=None, capacity=None, taints=None):
 
 
 def apply(n, decision, dpr=()):
+    """The Node after the patches, and the patches. Every case below also checks that
+    the merge patches the master sends do what the JSON Patches do."""
     obs = observe(n, decision)
     ops = node_patch(decision, obs, device_plugin_resources=dpr)
     sops = status_patch(decision, obs, device_plugin_resources=dpr)
     out = apply_json_patch(n, ops + sops)
+    merged = n
+    for patch in (ops, sops):
+        if patch:
+            merge = merge_patch(patch)
+            assert merge is not None, patch
+            merged = apply_merge_patch(merged, merge)
+    assert json_equal(merged, out), (merged, out)
     return out, ops, sops
 
 
@@ -167,3 +178,22 @@ def test_nodes_in_sync_with_one_decision_share_what_is_observed():
     assert not node_patch(d, b) and not status_patch(d, b)
     bare = observe(node(), None), observe(node(), None)
     assert bare[0].capacity is bare[1].capacity and bare[0].taints is bare[1].taints
+
+
+def test_a_merge_patch_only_for_what_it_can_say():
+    labels = [{"op": "add", "path": "/metadata/labels/a~1b", "value": "1"}]
+    assert merge_patch(labels) == {"metadata": {"labels": {"a/b": "1"}}}
+    assert merge_patch([{"op": "remove", "path": "/status/capacity/x~0y"}]) == {
+        "status": {"capacity": {"x~y": None}}
+    }
+    taints = [{"op": "add", "path": "/spec/taints", "value": []}]
+    assert merge_patch(taints) == {"spec": {"taints": []}}
+    # A test, a replace of a whole map, a list element: JSON Patch only.
+    for op in (
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "1"},
+        {"op": "add", "path": "/metadata/labels", "value": {"a": "1"}},
+        {"op": "add", "path": "/spec/taints/0", "value": {"key": "k", "effect": "NoSchedule"}},
+        {"op": "replace", "path": "/metadata/labels/a", "value": "1"},
+        {"op": "add", "path": "/metadata/name", "value": "x"},
+    ):
+        assert merge_patch([*labels, op]) is None, op

@@ -60,7 +60,8 @@ def test_extended_resources_in_capacity_and_allocatable_and_device_plugin_ones_n
         assert node["metadata"]["annotations"][ER_ANN] == "widgets"
         status_patches = fake_api.log.records(verb="patch", resource="nodes/status")
         assert len(status_patches) == 1
-        assert status_patches[0].content_type.startswith("application/json-patch+json")
+        # A merge patch (RFC 7386), not a strategic one: the master says each member it sets or removes.
+        assert status_patches[0].content_type.startswith("application/merge-patch+json")
 
 
 RES_RULE = """

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+# A JSON Patch (its ops) or a JSON Merge Patch (the document to merge).
+Patch = list[dict[str, Any]] | dict[str, Any]
 
 
 _KINDS = {"secret": "secret", "configmap": "config_map"}
@@ -163,22 +165,21 @@ class KubeApi:
             lambda: self.core.read_node(name, _preload_content=False, _request_timeout=self.timeout)
         )
 
-    async def _json_patch(
-        self, resource_path: str, name: str, ops: list[dict[str, Any]], decode: Callable[[bytes], T]
-    ) -> T:
-        """PATCH with a JSON Patch, sent on the event loop (``nfd.kube.aio``): the request
-        built by the client (URL, headers, credentials) as CoreV1Api.patch_node builds
-        it, minus its argument validation and its walk of the body through
-        sanitize_for_serialization (a Python call per value; the ops are plain JSON
-        already); the body encoded by pydantic-core, compact (json.dumps took 3-5 times
-        the CPU, and a twentieth more bytes for the server). Counted as
-        ``count_requests`` counts the rest; ``decode`` of the answer's body."""
+    async def _patch(self, resource_path: str, name: str, patch: Patch, decode: Callable[[bytes], T]) -> T:
+        """PATCH with a JSON Patch (a list of ops) or a JSON Merge Patch (a dict), sent on
+        the event loop (``nfd.kube.aio``): the request built by the client (URL, headers,
+        credentials) as CoreV1Api.patch_node builds it, minus its argument validation and
+        its walk of the body through sanitize_for_serialization (a Python call per value;
+        the body is plain JSON already); the body encoded by pydantic-core, compact
+        (json.dumps took 3-5 times the CPU, and a twentieth more bytes for the server).
+        Counted as ``count_requests`` counts the rest; ``decode`` of the answer's body."""
+        kind = "application/json-patch+json" if isinstance(patch, list) else "application/merge-patch+json"
         method, url, headers, _, _ = self.api_client.param_serialize(
             method="PATCH",
             resource_path=resource_path,
             path_params={"name": name},
             query_params=[],  # as the generated call passes: a query-string credential lands here
-            header_params={"Accept": self._accept, "Content-Type": "application/json-patch+json"},
+            header_params={"Accept": self._accept, "Content-Type": kind},
             auth_settings=["BearerToken"],
         )
         if self._writes is None:
@@ -186,7 +187,7 @@ class KubeApi:
         u = urlsplit(url)
         target = f"{u.path}?{u.query}" if u.query else u.path
         try:
-            reply = await self._writes.request(method, target, headers, to_json(ops), self.timeout or None)
+            reply = await self._writes.request(method, target, headers, to_json(patch), self.timeout or None)
         except (OSError, TimeoutError, ProtocolError) as e:
             counted(self._count, method, url, None)
             raise Unreachable(
@@ -197,28 +198,22 @@ class KubeApi:
             raise from_response(reply.status, reply.body, reply.retry_after, f"{method} {target}")
         return decode(reply.body) if reply.body else {}  # type: ignore[return-value]  # as _send answers
 
-    async def patch_node(
-        self, name: str, ops: list[dict[str, Any]], keep: Callable[[dict[str, Any]], T]
-    ) -> T:
+    async def patch_node(self, name: str, patch: Patch, keep: Callable[[dict[str, Any]], T]) -> T:
         """``keep`` of the Node written (as ``nodeview.node`` parses it), taken as soon as
         the answer is parsed, so the parsed Node is let go at once: with 64 writes in
         flight, parsed Nodes held meanwhile leave free room in Python's arenas that stays
         (docs/perf.md, "The master at scale")."""
         return await self._limited(
-            lambda: self._json_patch(
-                "/api/v1/nodes/{name}", name, ops, lambda data: keep(nodeview.node(data))
-            ),
+            lambda: self._patch("/api/v1/nodes/{name}", name, patch, lambda data: keep(nodeview.node(data))),
             limited=True,
             write=True,
         )
 
-    async def patch_node_status(
-        self, name: str, ops: list[dict[str, Any]], keep: Callable[[dict[str, Any]], T]
-    ) -> T:
+    async def patch_node_status(self, name: str, patch: Patch, keep: Callable[[dict[str, Any]], T]) -> T:
         """As ``patch_node``, on the status subresource."""
         return await self._limited(
-            lambda: self._json_patch(
-                "/api/v1/nodes/{name}/status", name, ops, lambda data: keep(nodeview.node(data))
+            lambda: self._patch(
+                "/api/v1/nodes/{name}/status", name, patch, lambda data: keep(nodeview.node(data))
             ),
             limited=True,
             write=True,
@@ -385,7 +380,7 @@ class KubeApi:
 
         path = f"/apis/{group}/{version}/namespaces/{quote(namespace, safe='')}/{plural}/{{name}}/status"
         return await self._limited(
-            lambda: self._json_patch(path, name, ops, lambda data: json.loads(data) if data else {}),
+            lambda: self._patch(path, name, ops, lambda data: json.loads(data) if data else {}),
             limited=True,
             write=True,
         )

@@ -19,7 +19,7 @@ from nfd.master.core.kube import NODES, KubeApi
 from nfd.master.core.metrics import Metrics
 from nfd.master.core.state import NodeRecord, NodeStore, Observed, now
 from nfd.master.core.watch import Pages
-from nfd.master.publishing.patches import node_patch, observe, status_patch
+from nfd.master.publishing.patches import merge_patch, node_patch, observe, status_patch
 
 log = logging.getLogger(__name__)
 
@@ -83,14 +83,15 @@ class NodeSync:
         ops = node_patch(decision, obs, device_plugin_resources=dpr)
         sops = status_patch(decision, obs, device_plugin_resources=dpr)
 
-        # What is kept of each answer is taken on the client's thread (``KubeApi.patch_node``).
+        # What is kept of each answer is taken as soon as it is parsed (``KubeApi.patch_node``).
         def keep(node: dict[str, Any]) -> Observed:
             return observe(node, decision)
 
+        # Sent as merge patches: the same change, for less of the API server's CPU.
         if ops:
-            rec.observed = await self.api.patch_node(name, ops, keep)
+            rec.observed = await self.api.patch_node(name, merge_patch(ops) or ops, keep)
         if sops:
-            rec.observed = await self.api.patch_node_status(name, sops, keep)
+            rec.observed = await self.api.patch_node_status(name, merge_patch(sops) or sops, keep)
         if ops or sops:
             self.metrics.updates.inc()
             log.debug("node %s: %d node ops, %d status ops", name, len(ops), len(sops))

@@ -33,6 +33,58 @@ def escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
+# The Node's maps whose members the patches above add and remove, and its list they
+# replace whole.
+_MAPS = ("/metadata/labels", "/metadata/annotations", "/status/capacity", "/status/allocatable")
+_WHOLE = ("/spec/taints",)
+
+
+def merge_patch(ops: list[Op]) -> dict[str, Any] | None:
+    """The JSON Merge Patch (RFC 7386) that does what ``ops`` do, or None when they are
+    more than adds and removes of the members of a Node's maps and the replacement of
+    its taints. The API server applies one merge patch for a tenth less CPU than a JSON
+    Patch of as many ops as labels (docs/perf.md); and where a JSON Patch adds an empty
+    map only where none was, the merge patch leaves a map that is there as it is."""
+    out: dict[str, Any] = {}
+    parent, target = "", out
+    for op in ops:
+        path, kind = op["path"], op["op"]
+        member = _member(path)
+        if member is None:
+            if kind == "add" and (path in _WHOLE or (path in _MAPS and op["value"] == {})):
+                _within(out, path, op["value"] if path in _WHOLE else None)
+                continue
+            return None
+        if member[0] != parent:  # the ops come grouped by map
+            parent = member[0]
+            target = _within(out, parent)
+        if kind == "add":
+            target[member[1]] = op["value"]
+        elif kind == "remove":
+            target[member[1]] = None
+        else:
+            return None
+    return out
+
+
+@functools.lru_cache(maxsize=4096)  # a fleet's nodes carry the same few hundred names
+def _member(path: str) -> tuple[str, str] | None:
+    """(the map's path, the member's name) of a path into one of ``_MAPS``."""
+    parent, _, key = path.rpartition("/")
+    return (parent, key.replace("~1", "/").replace("~0", "~")) if parent in _MAPS else None
+
+
+def _within(doc: dict[str, Any], path: str, value: Any = None) -> Any:
+    """The map at ``path`` in ``doc``, made where missing; ``value``: set there instead."""
+    *parents, last = path.split("/")[1:]
+    for part in parents:
+        doc = doc.setdefault(part, {})
+    if value is not None:
+        doc[last] = value
+        return value
+    return doc.setdefault(last, {})
+
+
 def _strip(name: str) -> str:
     # Names in the default namespace are tracked without it, as upstream does.
     prefix = FEATURE_NS + "/"
