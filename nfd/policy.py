@@ -38,8 +38,8 @@ _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
-# No slots: a process holds one or two (see docs/architecture.md, "Plain Python").
-@dataclass(frozen=True)
+# No slots: a process holds one or two; not compared (see docs/architecture.md, "Plain Python").
+@dataclass(frozen=True, eq=False)
 class Policy:
     """The master's publishing policy (``--extra-label-ns``, ``--deny-label-ns``,
     ``--label-whitelist``, ``--enable-taints``)."""
@@ -48,7 +48,7 @@ class Policy:
     deny_label_ns: frozenset[str] = frozenset()
     label_whitelist: str = ""
     enable_taints: bool = False
-    _whitelist_re: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+    _whitelist_re: re.Pattern[str] | None = field(default=None, repr=False)
 
     @classmethod
     def build(
