@@ -8,7 +8,7 @@ everything a node would carry.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -38,8 +38,8 @@ _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
-# No slots: a process holds one or two; not compared (see docs/architecture.md, "Plain Python").
-@dataclass(frozen=True, eq=False)
+# No slots: a process holds one or two; not compared, not printed (see docs/architecture.md, "Plain Python").
+@dataclass(frozen=True, eq=False, repr=False)
 class Policy:
     """The master's publishing policy (``--extra-label-ns``, ``--deny-label-ns``,
     ``--label-whitelist``, ``--enable-taints``)."""
@@ -48,7 +48,7 @@ class Policy:
     deny_label_ns: frozenset[str] = frozenset()
     label_whitelist: str = ""
     enable_taints: bool = False
-    _whitelist_re: re.Pattern[str] | None = field(default=None, repr=False)
+    _whitelist_re: re.Pattern[str] | None = None
 
     @classmethod
     def build(
@@ -251,7 +251,8 @@ def check_taint(key: str, value: str, effect: str, policy: Policy = DEFAULT_POLI
     return label_value_error(value)
 
 
-@dataclass(frozen=True, slots=True)
+# Not printed: str() shows a taint (see docs/architecture.md, "Plain Python").
+@dataclass(frozen=True, slots=True, repr=False)
 class Taint:
     """A Node taint as a rule writes it (the key is never prefixed)."""
 

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-# Not compared (see docs/architecture.md, "Plain Python").
-@dataclass(slots=True, eq=False)
+# Not compared, not printed (see docs/architecture.md, "Plain Python").
+@dataclass(slots=True, eq=False, repr=False)
 class DiscoveryResult:
     """One discovery pass: the sources' features, and each source's error (if it failed)
     and time."""
