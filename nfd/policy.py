@@ -267,7 +267,9 @@ class Taint:
 
 # -- Kubernetes quantities -------------------------------------------------------------
 
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE]|)$")
+# As text: re compiles it (then keeps it in its cache) when a quantity is first parsed,
+# which nfd discover does only for rule output with extended resources.
+_QUANTITY = r"^([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE]|)$"
 # Suffix -> (base, exponent); decimal is imported on first use, as only rule output
 # with extended resources needs it.
 _SUFFIX: dict[str, tuple[int, int]] = {
@@ -279,7 +281,7 @@ _SUFFIX: dict[str, tuple[int, int]] = {
 
 def parse_quantity(text: str) -> Decimal:
     """A Kubernetes resource quantity (``4``, ``100m``, ``1Gi``, ``1e3``) as a number."""
-    m = _QUANTITY.match(text.strip()) if isinstance(text, str) else None
+    m = re.match(_QUANTITY, text.strip()) if isinstance(text, str) else None
     if not m or text.strip() != text:
         raise ValueError(f"{text!r} is not a valid quantity")
     from decimal import Decimal, InvalidOperation
@@ -300,7 +302,7 @@ def scaled_quantity(text: str, scale: int = 1) -> int:
     (``scaled_quantity("250m", 1000)`` is 250 milli-CPUs, ``scaled_quantity("1Gi")`` bytes).
     Integer arithmetic: no ``decimal`` (a megabyte of RSS) in the per-node agents that
     read pod requests. Raises ValueError, also for exponents past 10**30."""
-    m = _QUANTITY.match(text.strip()) if isinstance(text, str) else None
+    m = re.match(_QUANTITY, text.strip()) if isinstance(text, str) else None
     if not m or text.strip() != text:
         raise ValueError(f"{text!r} is not a valid quantity")
     num, suffix = m.groups()
