@@ -4,22 +4,26 @@
 A model of :mod:`nfd.settings` (read with ``load_model(path, WorkerConfig)``), declared
 as frozen dataclasses, not pydantic: the worker must stay small. Without ``slots``: a
 process holds one config (or a few, across reloads), so slots would save no memory and
-only cost each class a second creation.
+only cost each class a second creation. Without ``__repr__`` (``repr=False``), as nothing
+prints a config, and without ``__eq__`` (``eq=False``) where nothing compares a group by
+value, which is every group but ``sources.gpu`` (its tests compare it): each method a
+dataclass generates is compiled as the module is imported (see docs/architecture.md,
+"Plain Python").
 
-Adding a group (say ``sources.gpu``): declare it like the others and give the parent a
-field with ``default_factory``; the loader derives the camelCase keys from the field
+Adding a group (say ``sources.system``): declare it like the others and give the parent
+a field with ``default_factory``; the loader derives the camelCase keys from the field
 names and converts each value to what the field's default is (str, bool, int,
 float/duration, a tuple of strings, a nested group; ``metadata={"raw": True}`` keeps a
 list's items as they are)::
 
-    @dataclass(frozen=True)
-    class GpuConfig:
-        device_label_fields: tuple[str, ...] = ("vendor", "product")
+    @dataclass(frozen=True, eq=False, repr=False)
+    class SystemConfig:
+        os_release_keys: tuple[str, ...] = ("ID", "VERSION_ID")
 
-    @dataclass(frozen=True)
+    @dataclass(frozen=True, eq=False, repr=False)
     class SourcesConfig:
         ...
-        gpu: GpuConfig = field(default_factory=GpuConfig)
+        system: SystemConfig = field(default_factory=SystemConfig)
 
 A ``__post_init__`` may check values and raise ConfigError, as with dataclasses.
 ``field(metadata={"key": "otherName"})`` names a key that is not the camelCase of the
@@ -46,7 +50,7 @@ DEFAULT_CPUID_BLACKLIST: tuple[str, ...] = (
 DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class CpuidConfig:
     """``sources.cpu.cpuid``: which CPUID flags become labels (all stay in the raw
     features)."""
@@ -55,14 +59,14 @@ class CpuidConfig:
     attribute_whitelist: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class CpuConfig:
     """``sources.cpu``."""
 
     cpuid: CpuidConfig = field(default_factory=CpuidConfig)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class KernelConfig:
     """``sources.kernel``: the kernel config file ('': upstream's search path) and the
     options of it that become labels."""
@@ -71,7 +75,7 @@ class KernelConfig:
     config_opts: tuple[str, ...] = ("NO_HZ", "NO_HZ_IDLE", "NO_HZ_FULL", "PREEMPT")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class PciConfig:
     """``sources.pci``: the device classes labelled, and the fields a label is named by."""
 
@@ -79,7 +83,7 @@ class PciConfig:
     device_label_fields: tuple[str, ...] = ("class", "vendor")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class UsbConfig:
     """``sources.usb``: the device classes labelled, and the fields a label is named by."""
 
@@ -87,7 +91,7 @@ class UsbConfig:
     device_label_fields: tuple[str, ...] = ("class", "vendor", "device")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class LocalConfig:
     """``sources.local``: the directory of feature files."""
 
@@ -95,7 +99,7 @@ class LocalConfig:
     features_dir: str = DEFAULT_FEATURES_DIR
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class GpuConfig:
     """``sources.gpu``: NVIDIA labels as NVIDIA's GPU feature discovery writes them."""
 
@@ -114,7 +118,7 @@ class GpuConfig:
             raise ConfigError(f"{self.replicas} is less than 1", "replicas")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class SourcesConfig:
     """``sources``: each feature source's settings."""
 
@@ -128,7 +132,7 @@ class SourcesConfig:
     custom: tuple[Mapping[str, Any], ...] = field(default=(), metadata={"raw": True})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class CoreConfig:
     """``core``: which sources run and which are labelled, the label whitelist, and the
     worker's interval and publishing switch."""
@@ -149,7 +153,7 @@ class CoreConfig:
                 ) from None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class WorkerConfig:
     """The worker config file (``nfd-worker.conf``)."""
 

@@ -34,8 +34,8 @@ SERVED_BY_DEVICE_PLUGIN = "served by a device plugin or DRA on this node; left t
 
 
 # No slots: the master interns decisions in a WeakValueDictionary and caches derived
-# encodings in their __dict__.
-@dataclass(frozen=True)
+# encodings in their __dict__. Not printed (see docs/architecture.md, "Plain Python").
+@dataclass(frozen=True, repr=False)
 class Decision:
     """What one node should carry, names qualified. Rejected items never reach the API
     server."""

@@ -36,7 +36,8 @@ class NullAttributes(dict[str, str]):
     """An attribute feature whose ``elements`` were null: see NullFlags."""
 
 
-@dataclass(slots=True)
+# Not printed (see docs/architecture.md, "Plain Python").
+@dataclass(slots=True, repr=False)
 class Features:
     """A node's raw features, upstream's three kinds, each keyed by ``domain.feature``:
     flags (a set of names), attributes (name -> value) and instances (a list of

@@ -71,8 +71,8 @@ _PARTS: dict[str, str] = {
 _PARTS_DEEPEST_FIRST = tuple(sorted(((k, "/" + v) for k, v in _PARTS.items()), key=lambda kv: -len(kv[1])))
 
 
-# No slots: a process holds one or two (see docs/architecture.md, "Plain Python").
-@dataclass(frozen=True)
+# No slots: a process holds one or two; not printed (see docs/architecture.md, "Plain Python").
+@dataclass(frozen=True, repr=False)
 class HostRoot:
     """Where each part of the host's filesystem is (below ``/`` by default)."""
 

@@ -8,7 +8,7 @@ everything a node would carry.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -38,8 +38,8 @@ _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
-# No slots: a process holds one or two (see docs/architecture.md, "Plain Python").
-@dataclass(frozen=True)
+# No slots: a process holds one or two; not compared, not printed (see docs/architecture.md, "Plain Python").
+@dataclass(frozen=True, eq=False, repr=False)
 class Policy:
     """The master's publishing policy (``--extra-label-ns``, ``--deny-label-ns``,
     ``--label-whitelist``, ``--enable-taints``)."""
@@ -48,7 +48,7 @@ class Policy:
     deny_label_ns: frozenset[str] = frozenset()
     label_whitelist: str = ""
     enable_taints: bool = False
-    _whitelist_re: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+    _whitelist_re: re.Pattern[str] | None = None
 
     @classmethod
     def build(
@@ -251,7 +251,8 @@ def check_taint(key: str, value: str, effect: str, policy: Policy = DEFAULT_POLI
     return label_value_error(value)
 
 
-@dataclass(frozen=True, slots=True)
+# Not printed: str() shows a taint (see docs/architecture.md, "Plain Python").
+@dataclass(frozen=True, slots=True, repr=False)
 class Taint:
     """A Node taint as a rule writes it (the key is never prefixed)."""
 
@@ -266,7 +267,9 @@ class Taint:
 
 # -- Kubernetes quantities -------------------------------------------------------------
 
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE]|)$")
+# As text: re compiles it (then keeps it in its cache) when a quantity is first parsed,
+# which nfd discover does only for rule output with extended resources.
+_QUANTITY = r"^([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE]|)$"
 # Suffix -> (base, exponent); decimal is imported on first use, as only rule output
 # with extended resources needs it.
 _SUFFIX: dict[str, tuple[int, int]] = {
@@ -278,7 +281,7 @@ _SUFFIX: dict[str, tuple[int, int]] = {
 
 def parse_quantity(text: str) -> Decimal:
     """A Kubernetes resource quantity (``4``, ``100m``, ``1Gi``, ``1e3``) as a number."""
-    m = _QUANTITY.match(text.strip()) if isinstance(text, str) else None
+    m = re.match(_QUANTITY, text.strip()) if isinstance(text, str) else None
     if not m or text.strip() != text:
         raise ValueError(f"{text!r} is not a valid quantity")
     from decimal import Decimal, InvalidOperation
@@ -299,7 +302,7 @@ def scaled_quantity(text: str, scale: int = 1) -> int:
     (``scaled_quantity("250m", 1000)`` is 250 milli-CPUs, ``scaled_quantity("1Gi")`` bytes).
     Integer arithmetic: no ``decimal`` (a megabyte of RSS) in the per-node agents that
     read pod requests. Raises ValueError, also for exponents past 10**30."""
-    m = _QUANTITY.match(text.strip()) if isinstance(text, str) else None
+    m = re.match(_QUANTITY, text.strip()) if isinstance(text, str) else None
     if not m or text.strip() != text:
         raise ValueError(f"{text!r} is not a valid quantity")
     num, suffix = m.groups()

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
+# Not compared, not printed (see docs/architecture.md, "Plain Python").
+@dataclass(slots=True, eq=False, repr=False)
 class DiscoveryResult:
     """One discovery pass: the sources' features, and each source's error (if it failed)
     and time."""

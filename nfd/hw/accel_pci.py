@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from nfd.hostroot import HostRoot
 
 
-@dataclass(frozen=True, slots=True)
+# Not compared, not printed (see docs/architecture.md, "Plain Python").
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class PciFunction:
     """One PCI function, as sysfs describes it."""
 

@@ -49,8 +49,8 @@ def normalize_arch(machine: str) -> str:
     return m or "unknown"
 
 
-# No slots: one per cpu source (see docs/architecture.md, "Plain Python").
-@dataclass(frozen=True)
+# No slots: one per cpu source; not compared, not printed (see docs/architecture.md, "Plain Python").
+@dataclass(frozen=True, eq=False, repr=False)
 class StaticFacts:
     """What one read of the CPU gives; kept for the source instance's lifetime."""
 

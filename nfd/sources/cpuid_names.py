@@ -159,8 +159,8 @@ def level_flags(level: int) -> list[str]:
     return [f"X86_64_V{n}" for n in range(1, level + 1)]
 
 
-# No slots: one per cpu source (see docs/architecture.md, "Plain Python").
-@dataclass(frozen=True)
+# No slots: one per cpu source; not compared, not printed (see docs/architecture.md, "Plain Python").
+@dataclass(frozen=True, eq=False, repr=False)
 class X86Facts:
     """What one CPUID read of an x86 CPU gives the cpu source."""
 

@@ -48,7 +48,8 @@ MAX_FILE_SIZE = 64 * 1024
 DIRECTIVE_PREFIX = "# +"
 
 
-@dataclass(slots=True)
+# Not compared, not printed (see docs/architecture.md, "Plain Python").
+@dataclass(slots=True, eq=False, repr=False)
 class ParsedFile:
     """What one feature file (or hook's output) gives: features, labels, what was wrong
     in it, and when its next entry expires."""
