@@ -14,7 +14,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 # Minutes each, or a kubeconfig: not part of a plain run.
 LONG = {"master_soak_bench.py", "nodefeature_big_bench.py"}
-NEEDS_CLUSTER = {"master_realcluster_bench.py"}
+NEEDS_CLUSTER = {"master_realcluster_bench.py", "apiserver_patch_bench.py"}
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__)
