@@ -86,9 +86,9 @@ class _Connection(asyncio.Protocol):
         self._answer()
 
     def _answer(self) -> None:
+        body, self.parts = b"".join(self.parts), []  # an idle connection holds no answer
         if self.waiter is not None and not self.waiter.done():
-            reply = Reply(self.parser.get_status_code(), self.retry_after, b"".join(self.parts))
-            self.waiter.set_result(reply)
+            self.waiter.set_result(Reply(self.parser.get_status_code(), self.retry_after, body))
 
     # --
     def _fail(self, exc: BaseException) -> None:
