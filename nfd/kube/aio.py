@@ -98,6 +98,8 @@ class _Connection(asyncio.Protocol):
 
     async def exchange(self, data: bytes) -> Reply:
         assert self.transport is not None
+        if self.closed:  # by the server while idle: nothing sent, nothing would answer
+            raise NoAnswer("the server closed the connection while it was idle")
         self.waiter = asyncio.get_running_loop().create_future()
         self.parts, self.retry_after, self.got_bytes, self.framed = [], None, False, False
         self.transport.write(data)

@@ -102,6 +102,19 @@ async def test_a_kept_connection_the_server_closed_is_replaced_once(server) -> N
     assert s.connections == 2
 
 
+async def test_a_connection_the_server_closed_while_idle_is_not_waited_on(server) -> None:
+    def answer_and_close(w: asyncio.StreamWriter) -> None:
+        w.write(OK)
+        w.close()
+
+    s = await server(answer_and_close, OK)
+    conns = Connections(s.url, None)
+    assert (await conns.request("GET", "/", {}, None, 5)).status == 200
+    await asyncio.sleep(0.1)  # the close reaches the client while the connection is idle
+    assert (await conns.request("GET", "/", {}, None, 1)).status == 200
+    assert s.connections == 2
+
+
 async def test_a_connection_the_server_closes_is_not_kept(server) -> None:
     s = await server(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}", OK)
     conns = Connections(s.url, None)
