@@ -50,20 +50,9 @@ def api_client(creds: Credentials, pool_size: int) -> Any:
 
 
 def tls_context(api_client: Any) -> ssl.SSLContext | None:
-    """The TLS context ``api_client`` connects with (``api_client`` above gives its pool
-    the one from the credentials); None for plain HTTP."""
-    if not api_client.configuration.host.startswith("https:"):
-        return None
-    ctx = api_client.rest_client.pool_manager.connection_pool_kw.get("ssl_context")
-    if ctx is None:  # a client made elsewhere, from the files it names
-        conf = api_client.configuration
-        ctx = ssl.create_default_context(cafile=conf.ssl_ca_cert)
-        if not conf.verify_ssl:
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        if conf.cert_file:
-            ctx.load_cert_chain(conf.cert_file, conf.key_file)
-    return ctx  # type: ignore[no-any-return]
+    """The TLS context an ``api_client`` made above connects with: the credentials' one,
+    which it gave the client's pool; None for plain HTTP."""
+    return api_client.rest_client.pool_manager.connection_pool_kw.get("ssl_context")  # type: ignore[no-any-return]
 
 
 def from_exception(e: BaseException) -> ApiError:
