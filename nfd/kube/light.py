@@ -2,7 +2,7 @@
 (:mod:`nfd.kube.wire`, which the worker's client to the master speaks too), for the
 per-node agents (``nfd dra``, the worker's NodeFeature publisher, the topology updater).
 
-Why not the ``kubernetes`` package: importing it costs about 46 MiB of RSS, and a per-node
+Why not the ``kubernetes`` package: importing it costs about 37 MiB of RSS, and a per-node
 agent's memory is paid once per node. The agents need a few JSON requests and a watch,
 so this is the whole client: kept-alive connections (a few, for the agents' threads),
 one connection per watch, the current token for each request."""

@@ -6,7 +6,6 @@ exceptions of ``nfd.kube.errors``; every request is counted by verb and resource
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import time
@@ -22,7 +21,7 @@ from nfd.kube.aio import Connections
 from nfd.kube.errors import TooManyRequests, Unreachable, from_response
 from nfd.kube.heavy import count_requests, from_exception, tls_context
 from nfd.kube.ratelimit import AdaptiveRate
-from nfd.kube.transport import Count, counted
+from nfd.kube.transport import JSON, JSON_PATCH, MERGE_PATCH, Count, counted, path
 from nfd.kube.wire import ProtocolError
 from nfd.master.core import nodeview
 from nfd.master.core.settings import KubeSettings
@@ -37,7 +36,7 @@ T = TypeVar("T")
 Patch = list[dict[str, Any]] | dict[str, Any]
 
 
-_KINDS = {"secret": "secret", "configmap": "config_map"}
+_PLURALS = {"secret": "secrets", "configmap": "configmaps"}
 WATCH_TIMEOUT_S = 300  # the server ends a watch after this; it resumes at once
 
 
@@ -54,9 +53,18 @@ class Resource:
     field_selector: str = ""
     label_selector: str = ""
 
+    def path(self) -> str:
+        """The collection's path, which lists it (and watches it with ``watch=true``)."""
+        if self.group:
+            return path("apis", self.group, self.version, self.plural)
+        if self.plural == "nodes":
+            return path("api", "v1", "nodes")
+        if self.plural == "pods" and self.namespace:
+            return path("api", "v1", "namespaces", self.namespace, "pods")
+        raise ValueError(f"no list call for {self}")
+
     def query(self) -> dict[str, str]:
-        q = {"field_selector": self.field_selector, "label_selector": self.label_selector}
-        return {k: v for k, v in q.items() if v}
+        return {"fieldSelector": self.field_selector, "labelSelector": self.label_selector}
 
 
 NODES = Resource("nodes")
@@ -64,8 +72,6 @@ NODES = Resource("nodes")
 
 class KubeApi:
     def __init__(self, api_client: Any, settings: KubeSettings, metrics: Metrics | None = None) -> None:
-        from kubernetes import client
-
         self._count: Count | None = None
         if metrics is not None:
             counter = metrics.api_requests
@@ -74,14 +80,8 @@ class KubeApi:
             ).inc()
             count_requests(api_client, self._count)
 
-        self._models = client
         self.api_client = api_client
         self.settings = settings
-        self.core = client.CoreV1Api(api_client)
-        self.coord = client.CoordinationV1Api(api_client)
-        self.authn = client.AuthenticationV1Api(api_client)
-        self.authz = client.AuthorizationV1Api(api_client)
-        self.custom = client.CustomObjectsApi(api_client)
         self.limiter = AdaptiveRate(
             settings.qps,
             settings.burst,
@@ -98,15 +98,6 @@ class KubeApi:
         self.pool = DaemonPool(settings.parallelism + 6, "kube")
         self.timeout = settings.request_timeout_s
         self._writes: Connections | None = None  # made on the event loop, at the first write
-        # What CoreV1Api's patch calls ask for (they list json, yaml, protobuf, cbor).
-        self._accept = api_client.select_header_accept(
-            [
-                "application/json",
-                "application/yaml",
-                "application/vnd.kubernetes.protobuf",
-                "application/cbor",
-            ]
-        )
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -159,29 +150,75 @@ class KubeApi:
 
         return await loop.run_in_executor(self.pool, run)
 
-    # -- nodes ------------------------------------------------------------------------
-    async def get_node(self, name: str) -> dict[str, Any]:
-        return await self._call(  # type: ignore[no-any-return]
-            lambda: self.core.read_node(name, _preload_content=False, _request_timeout=self.timeout)
-        )
-
-    async def _patch(self, resource_path: str, name: str, patch: Patch, decode: Callable[[bytes], T]) -> T:
-        """PATCH with a JSON Patch (a list of ops) or a JSON Merge Patch (a dict), sent on
-        the event loop (``nfd.kube.aio``): the request built by the client (URL, headers,
-        credentials) as CoreV1Api.patch_node builds it, minus its argument validation and
-        its walk of the body through sanitize_for_serialization (a Python call per value;
-        the body is plain JSON already); the body encoded by pydantic-core, compact
-        (json.dumps took 3-5 times the CPU, and a twentieth more bytes for the server).
-        Counted as ``count_requests`` counts the rest; ``decode`` of the answer's body."""
-        kind = "application/json-patch+json" if isinstance(patch, list) else "application/merge-patch+json"
+    def _serialize(
+        self,
+        method: str,
+        resource_path: str,
+        query: dict[str, str] | None = None,
+        content_type: str | None = None,
+    ) -> tuple[str, str, dict[str, str]]:
+        """(method, URL, headers) of a request as the client builds it: its host, default
+        headers and credentials (the bearer token asked for again when it rotates).
+        ``resource_path`` quoted already (``transport.path``); empty query values left out."""
+        headers = {"Accept": JSON}
+        if content_type:
+            headers["Content-Type"] = content_type
         method, url, headers, _, _ = self.api_client.param_serialize(
-            method="PATCH",
+            method=method,
             resource_path=resource_path,
-            path_params={"name": name},
-            query_params=[],  # as the generated call passes: a query-string credential lands here
-            header_params={"Accept": self._accept, "Content-Type": kind},
+            # A list even when empty: the place where a query-string credential would go.
+            query_params=[(k, v) for k, v in (query or {}).items() if v],
+            header_params=headers,
             auth_settings=["BearerToken"],
         )
+        return method, url, headers
+
+    def _request(
+        self,
+        method: str,
+        resource_path: str,
+        query: dict[str, str] | None = None,
+        *,
+        body: Any = None,
+        timeout: Any = None,
+    ) -> Any:
+        """Blocking (the pool's): one request through the client's connection pool, counted
+        by ``count_requests``; the raw response, its body unread. Raises as the generated
+        calls do when asked not to read the answer (an ApiException for a status outside
+        2xx), which ``from_exception`` turns into ours. Built from the path rather than
+        through the generated API classes: they and the models they load cost the master
+        ~24 MiB for nothing it uses."""
+        from kubernetes.client.exceptions import ApiException
+
+        method, url, headers = self._serialize(
+            method, resource_path, query, JSON if body is not None else None
+        )
+        resp = self.api_client.call_api(
+            method,
+            url,
+            header_params=headers,
+            body=body,
+            _request_timeout=self.timeout if timeout is None else timeout,
+        )
+        if not 200 <= resp.status <= 299:
+            resp.read()
+            raise ApiException.from_response(http_resp=resp, body=None, data=None)
+        return resp.response
+
+    # -- nodes ------------------------------------------------------------------------
+    async def get_node(self, name: str) -> dict[str, Any]:
+        return await self._call(lambda: self._request("GET", path("api", "v1", "nodes", name)))  # type: ignore[no-any-return]
+
+    async def _patch(self, resource_path: str, patch: Patch, decode: Callable[[bytes], T]) -> T:
+        """PATCH with a JSON Patch (a list of ops) or a JSON Merge Patch (a dict), sent on
+        the event loop (``nfd.kube.aio``): the request built by the client (URL, headers,
+        credentials) as every other, without the client's walk of the body through
+        sanitize_for_serialization (a Python call per value; the body is plain JSON
+        already); the body encoded by pydantic-core, compact (json.dumps took 3-5 times
+        the CPU, and a twentieth more bytes for the server). Counted as
+        ``count_requests`` counts the rest; ``decode`` of the answer's body."""
+        kind = JSON_PATCH if isinstance(patch, list) else MERGE_PATCH
+        method, url, headers = self._serialize("PATCH", resource_path, content_type=kind)
         if self._writes is None:
             self._writes = Connections(self.api_client.configuration.host, tls_context(self.api_client))
         u = urlsplit(url)
@@ -190,9 +227,7 @@ class KubeApi:
             reply = await self._writes.request(method, target, headers, to_json(patch), self.timeout or None)
         except (OSError, TimeoutError, ProtocolError) as e:
             counted(self._count, method, url, None)
-            raise Unreachable(
-                None, f"{method} {resource_path.format(name=name)}: {type(e).__name__}: {e}"
-            ) from None
+            raise Unreachable(None, f"{method} {resource_path}: {type(e).__name__}: {e}") from None
         counted(self._count, method, url, reply.status)
         if not 200 <= reply.status <= 299:
             raise from_response(reply.status, reply.body, reply.retry_after, f"{method} {target}")
@@ -204,7 +239,9 @@ class KubeApi:
         flight, parsed Nodes held meanwhile leave free room in Python's arenas that stays
         (docs/perf.md, "The master at scale")."""
         return await self._limited(
-            lambda: self._patch("/api/v1/nodes/{name}", name, patch, lambda data: keep(nodeview.node(data))),
+            lambda: self._patch(
+                path("api", "v1", "nodes", name), patch, lambda data: keep(nodeview.node(data))
+            ),
             limited=True,
             write=True,
         )
@@ -213,7 +250,7 @@ class KubeApi:
         """As ``patch_node``, on the status subresource."""
         return await self._limited(
             lambda: self._patch(
-                "/api/v1/nodes/{name}/status", name, patch, lambda data: keep(nodeview.node(data))
+                path("api", "v1", "nodes", name, "status"), patch, lambda data: keep(nodeview.node(data))
             ),
             limited=True,
             write=True,
@@ -226,27 +263,21 @@ class KubeApi:
             spec["audiences"] = audiences
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec}
         return await self._call(  # type: ignore[no-any-return]
-            lambda: self.authn.create_token_review(
-                self._models.V1TokenReview.from_dict(body),
-                _preload_content=False,
-                _request_timeout=self.timeout,
+            lambda: self._request(
+                "POST", path("apis", "authentication.k8s.io", "v1", "tokenreviews"), body=body
             )
         )
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         return await self._call(  # type: ignore[no-any-return]
-            lambda: self.core.read_namespaced_pod(
-                name, namespace, _preload_content=False, _request_timeout=self.timeout
-            )
+            lambda: self._request("GET", path("api", "v1", "namespaces", namespace, "pods", name))
         )
 
     async def subject_access_review(self, spec: dict[str, Any]) -> dict[str, Any]:
         body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
         return await self._call(  # type: ignore[no-any-return]
-            lambda: self.authz.create_subject_access_review(
-                self._models.V1SubjectAccessReview.from_dict(body),
-                _preload_content=False,
-                _request_timeout=self.timeout,
+            lambda: self._request(
+                "POST", path("apis", "authorization.k8s.io", "v1", "subjectaccessreviews"), body=body
             )
         )
 
@@ -254,87 +285,41 @@ class KubeApi:
     # server starts, on another event loop: not rate limited, whose lock is the server's) --
     async def read_object(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
         """A Secret or ConfigMap (``kind`` "secret" or "configmap")."""
-        fn = getattr(self.core, f"read_namespaced_{_KINDS[kind]}")
-        return await self._call(  # type: ignore[no-any-return]
-            lambda: fn(name, namespace, _preload_content=False, _request_timeout=self.timeout),
-            limited=False,
-        )
+        where = path("api", "v1", "namespaces", namespace, _PLURALS[kind], name)
+        return await self._call(lambda: self._request("GET", where), limited=False)  # type: ignore[no-any-return]
 
     async def create_object(self, kind: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        fn = getattr(self.core, f"create_namespaced_{_KINDS[kind]}")
-        return await self._call(  # type: ignore[no-any-return]
-            lambda: fn(namespace, body, _preload_content=False, _request_timeout=self.timeout),
-            limited=False,
-        )
+        where = path("api", "v1", "namespaces", namespace, _PLURALS[kind])
+        return await self._call(lambda: self._request("POST", where, body=body), limited=False)  # type: ignore[no-any-return]
 
     async def replace_object(
         self, kind: str, namespace: str, name: str, body: dict[str, Any]
     ) -> dict[str, Any]:
         """PUT with the body's resourceVersion: 409 when someone wrote in between."""
-        fn = getattr(self.core, f"replace_namespaced_{_KINDS[kind]}")
-        return await self._call(  # type: ignore[no-any-return]
-            lambda: fn(name, namespace, body, _preload_content=False, _request_timeout=self.timeout),
-            limited=False,
-        )
+        where = path("api", "v1", "namespaces", namespace, _PLURALS[kind], name)
+        return await self._call(lambda: self._request("PUT", where, body=body), limited=False)  # type: ignore[no-any-return]
 
     # -- leases (not rate limited: leadership must not starve behind node writes) ------
     async def get_lease(self, namespace: str, name: str) -> dict[str, Any]:
-        return await self._call(  # type: ignore[no-any-return]
-            lambda: self.coord.read_namespaced_lease(
-                name, namespace, _preload_content=False, _request_timeout=self.timeout
-            ),
-            limited=False,
-        )
+        where = _leases(namespace, name)
+        return await self._call(lambda: self._request("GET", where), limited=False)  # type: ignore[no-any-return]
 
     async def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._call(  # type: ignore[no-any-return]
-            lambda: self.coord.create_namespaced_lease(
-                namespace,
-                self._models.V1Lease.from_dict(body),
-                _preload_content=False,
-                _request_timeout=self.timeout,
-            ),
-            limited=False,
-        )
+        where = _leases(namespace)
+        return await self._call(lambda: self._request("POST", where, body=body), limited=False)  # type: ignore[no-any-return]
 
     async def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._call(  # type: ignore[no-any-return]
-            lambda: self.coord.replace_namespaced_lease(
-                name,
-                namespace,
-                self._models.V1Lease.from_dict(body),
-                _preload_content=False,
-                _request_timeout=self.timeout,
-            ),
-            limited=False,
-        )
+        where = _leases(namespace, name)
+        return await self._call(lambda: self._request("PUT", where, body=body), limited=False)  # type: ignore[no-any-return]
 
     # -- collections, listed and watched (``nfd.master.core.watch``) --------------------------
-    def _collection(self, res: Resource) -> Callable[..., Any]:
-        """The generated call that lists ``res``, and watches it with ``watch=True``."""
-        if res.group:
-            return functools.partial(
-                self.custom.list_cluster_custom_object, res.group, res.version, res.plural
-            )
-        if res.plural == "nodes":
-            return self.core.list_node
-        if res.plural == "pods" and res.namespace:
-            return functools.partial(self.core.list_namespaced_pod, res.namespace)
-        raise ValueError(f"no list call for {res}")
-
     async def list_page(self, res: Resource, *, limit: int, cont: str | None) -> dict[str, Any]:
         """One page of a paginated LIST of ``res``; a page of Nodes parsed for what the
         master reads of them (``nodeview``: every Node's managedFields, images and
         conditions left unparsed, as in a write's answer and a watch event)."""
-        fn = self._collection(res)
+        where, query = res.path(), {**res.query(), "limit": str(limit), "continue": cont or ""}
         return await self._call(  # type: ignore[no-any-return]
-            lambda: fn(
-                limit=limit,
-                _continue=cont or None,
-                _preload_content=False,
-                _request_timeout=max(self.timeout, 60.0),
-                **res.query(),
-            ),
+            lambda: self._request("GET", where, query, timeout=max(self.timeout, 60.0)),
             decode=nodeview.page if res.plural == "nodes" and not res.group else json.loads,
         )
 
@@ -351,36 +336,34 @@ class KubeApi:
     def open_watch(self, res: Resource, resource_version: str) -> Any:
         """Blocking (the watch thread's): a watch of ``res`` from ``resource_version``, with
         bookmarks, as the raw response whose body is one JSON event a line."""
-        return self._collection(res)(
-            watch=True,
-            resource_version=resource_version or None,
-            allow_watch_bookmarks=True,
-            timeout_seconds=WATCH_TIMEOUT_S,
-            _preload_content=False,
-            # a stream gone silent (a dead connection) ends rather than hang
-            _request_timeout=(10, WATCH_TIMEOUT_S + 30),
+        query = {
             **res.query(),
-        )
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(WATCH_TIMEOUT_S),
+        }
+        # a stream gone silent (a dead connection) ends rather than hang
+        return self._request("GET", res.path(), query, timeout=(10, WATCH_TIMEOUT_S + 30))
 
     async def delete_custom(self, group: str, version: str, namespace: str, plural: str, name: str) -> None:
         """Deletes a custom or built-in object of an API group; ``namespace`` empty: a
         cluster-scoped one."""
-        opts: dict[str, Any] = {"_preload_content": False, "_request_timeout": self.timeout}
-        if namespace:
-            call = functools.partial(self.custom.delete_namespaced_custom_object, group, version, namespace)
-        else:
-            call = functools.partial(self.custom.delete_cluster_custom_object, group, version)
-        await self._call(lambda: call(plural, name, **opts))
+        scope = ("namespaces", namespace) if namespace else ()
+        where = path("apis", group, version, *scope, plural, name)
+        await self._call(lambda: self._request("DELETE", where))
 
     async def patch_custom_status(
         self, group: str, version: str, namespace: str, plural: str, name: str, ops: list[dict[str, Any]]
     ) -> dict[str, Any]:
         """JSON Patch on a namespaced custom object's status subresource."""
-        from urllib.parse import quote
-
-        path = f"/apis/{group}/{version}/namespaces/{quote(namespace, safe='')}/{plural}/{{name}}/status"
+        where = path("apis", group, version, "namespaces", namespace, plural, name, "status")
         return await self._limited(
-            lambda: self._patch(path, name, ops, lambda data: json.loads(data) if data else {}),
+            lambda: self._patch(where, ops, lambda data: json.loads(data) if data else {}),
             limited=True,
             write=True,
         )
+
+
+def _leases(namespace: str, *name: str) -> str:
+    return path("apis", "coordination.k8s.io", "v1", "namespaces", namespace, "leases", *name)
