@@ -1,9 +1,10 @@
 """The heavy transport: the ``kubernetes`` package's ApiClient, for the master (the
 package its owner named; its cost, about 37 MiB of RSS, is paid once per cluster, not
-per node). Requests are built from paths, never through the package's generated API
-classes, which with the models they load would cost some 24 MiB more. Built from the
-same ``Credentials`` as the light transport: the same CA, client certificate and token
-(read again for each request)."""
+per node). Every request is built from its path (``serialize``: the client's host,
+default headers and credentials) and sent by ``send`` through the client's connection
+pool, never through the package's generated API classes, which with the models they
+load would cost some 24 MiB more. Built from the same ``Credentials`` as the light
+transport: the same CA, client certificate and token (read again for each request)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ def api_client(creds: Credentials, pool_size: int) -> Any:
 
             conf.refresh_api_key_hook = refresh  # type: ignore[assignment]  # typed None in its stubs
     ac = client.ApiClient(conf)
+    ac.user_agent = "nfd"  # as the light transport says, not the generator's name
     ctx = creds.ssl_context()
     if ctx is not None:
         # The one TLS context (CA and client certificate from data or files alike), in
@@ -73,22 +75,72 @@ def from_exception(e: BaseException) -> ApiError:
     return from_response(int(e.status), e.body, ra, str(e.reason or "").strip() or "request")
 
 
-def count_requests(api_client: Any, count: Count) -> None:
-    """Call ``count(verb, resource, code)`` for every request ``api_client`` sends,
-    whichever generated API class or watch sends it: one hook on its REST client."""
-    rest = api_client.rest_client
-    send = rest.request
+def serialize(
+    api_client: Any,
+    method: str,
+    path: str,
+    query: Mapping[str, str] | None = None,
+    content_type: str | None = None,
+) -> tuple[str, str, dict[str, str]]:
+    """(method, URL, headers) of a request as ``api_client`` builds it: its host, default
+    headers and credentials (the bearer token asked for again when it rotates).
+    ``path`` quoted already (``transport.path``); empty query values left out."""
+    headers = {"Accept": JSON}
+    if content_type:
+        headers["Content-Type"] = content_type
+    method, url, headers, _, _ = api_client.param_serialize(
+        method=method,
+        resource_path=path,
+        # A list even when empty: the place where a query-string credential would go.
+        query_params=[(k, v) for k, v in (query or {}).items() if v],
+        header_params=headers,
+        auth_settings=["BearerToken"],
+    )
+    return method, url, headers
 
-    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        try:
-            resp = send(method, url, *args, **kwargs)
-        except BaseException:
-            counted(count, method, url, None)
-            raise
-        counted(count, method, url, int(resp.status))
-        return resp
 
-    rest.request = request
+def send(
+    api_client: Any,
+    method: str,
+    path: str,
+    query: Mapping[str, str] | None = None,
+    *,
+    body: Any = None,
+    content_type: str = JSON,
+    timeout: Any = None,
+    count: Count | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Any:
+    """Blocking: one request through ``api_client``'s connection pool, counted; the raw
+    urllib3 response, its body unread. An error status or no answer raises the
+    ``nfd.kube.errors`` error for it. ``method`` WATCH: a GET of a watch, named so in
+    messages. ``timeout``: seconds, or (connect, read); ``headers`` added to the client's."""
+    from kubernetes.client.exceptions import ApiException
+
+    verb = "GET" if method == "WATCH" else method
+    bare = path.split("?")[0]
+    what = f"watch {bare}" if method == "WATCH" else f"{method} {bare}"
+    verb, url, sent = serialize(api_client, verb, path, query, content_type if body is not None else None)
+    try:
+        resp = api_client.call_api(
+            verb, url, header_params={**sent, **(headers or {})}, body=body, _request_timeout=timeout
+        )
+    except ApiException as e:  # the REST client's own: a TLS failure, no status
+        counted(count, verb, url, e.status or None)
+        if not e.status:
+            raise Unreachable(None, f"{what}: {e.reason}") from None
+        raise from_response(int(e.status), e.body, (e.headers or {}).get("Retry-After"), what) from None
+    except ApiError:
+        raise
+    except Exception as e:  # urllib3's and the socket's: no answer
+        counted(count, verb, url, None)
+        cause = getattr(e, "reason", None) or e
+        raise Unreachable(None, f"{what}: {str(cause).splitlines()[0]}") from None
+    status = int(resp.status)
+    counted(count, verb, url, status)
+    if not 200 <= status <= 299:
+        raise from_response(status, resp.read(), resp.getheader("Retry-After"), what)
+    return resp.response
 
 
 class HeavyTransport:
@@ -106,50 +158,17 @@ class HeavyTransport:
         self._aborted = False
         self._streams: set[Any] = set()
 
-    def _headers(self, content_type: str | None) -> dict[str, str]:
-        h = {"Accept": JSON, "User-Agent": "nfd"}
-        token = self.creds.bearer()
-        if token:
-            h["Authorization"] = f"Bearer {token}"
-        if content_type:
-            h["Content-Type"] = content_type
-        return h
-
     def _send(
-        self, method: str, path: str, body: Any, content_type: str | None, timeout: Any,
-        extra: Mapping[str, str] | None = None,
+        self, method: str, path: str, body: Any, content_type: str, timeout: Any,
+        headers: Mapping[str, str] | None = None,
     ) -> Any:  # fmt: skip
-        from kubernetes.client.exceptions import ApiException
-
-        what = f"{method} {path.split('?')[0]}" if method != "WATCH" else f"watch {path.split('?')[0]}"
-        verb = "GET" if method == "WATCH" else method
         if self._aborted:
+            what = f"watch {path.split('?')[0]}" if method == "WATCH" else f"{method} {path.split('?')[0]}"
             raise Unreachable(None, f"{what}: stopping")
-        try:
-            resp = self.api_client.rest_client.request(
-                verb,
-                self._host + path,
-                headers={**self._headers(content_type if body is not None else None), **(extra or {})},
-                body=body,
-                _request_timeout=timeout,
-            )
-        except ApiException as e:
-            counted(self.count, verb, path, e.status or None)
-            if not e.status:
-                raise Unreachable(None, f"{what}: {e.reason}") from None
-            headers = e.headers or {}
-            raise from_response(int(e.status), e.body, headers.get("Retry-After"), what) from None
-        except ApiError:
-            raise
-        except Exception as e:  # urllib3's and the socket's: no answer
-            counted(self.count, verb, path, None)
-            cause = getattr(e, "reason", None) or e
-            raise Unreachable(None, f"{what}: {str(cause).splitlines()[0]}") from None
-        status = int(resp.status)
-        counted(self.count, verb, path, status)
-        if not 200 <= status <= 299:
-            raise from_response(status, resp.read(), resp.getheader("Retry-After"), what)
-        return resp.response  # urllib3's, its body not read yet
+        return send(
+            self.api_client, method, path, body=body, content_type=content_type, timeout=timeout,
+            count=self.count, headers=headers,
+        )  # fmt: skip
 
     def request(
         self,
@@ -172,7 +191,7 @@ class HeavyTransport:
         return doc
 
     def watch(self, path: str, *, timeout: float) -> Iterator[dict[str, Any]]:
-        resp = self._send("WATCH", path, None, None, (10, timeout))
+        resp = self._send("WATCH", path, None, JSON, (10, timeout))
         self._streams.add(resp)
         buf = b""
         try:

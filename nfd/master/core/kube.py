@@ -19,9 +19,9 @@ from pydantic_core import to_json
 from nfd.daemonpool import DaemonPool
 from nfd.kube.aio import Connections
 from nfd.kube.errors import TooManyRequests, Unreachable, from_response
-from nfd.kube.heavy import count_requests, from_exception, tls_context
+from nfd.kube.heavy import from_exception, send, serialize, tls_context
 from nfd.kube.ratelimit import AdaptiveRate
-from nfd.kube.transport import JSON, JSON_PATCH, MERGE_PATCH, Count, counted, path
+from nfd.kube.transport import JSON_PATCH, MERGE_PATCH, Count, counted, path
 from nfd.kube.wire import ProtocolError
 from nfd.master.core import nodeview
 from nfd.master.core.settings import KubeSettings
@@ -78,7 +78,6 @@ class KubeApi:
             self._count = lambda verb, resource, code: counter.labels(
                 verb=verb, resource=resource, code=code
             ).inc()
-            count_requests(api_client, self._count)
 
         self.api_client = api_client
         self.settings = settings
@@ -150,60 +149,16 @@ class KubeApi:
 
         return await loop.run_in_executor(self.pool, run)
 
-    def _serialize(
-        self,
-        method: str,
-        resource_path: str,
-        query: dict[str, str] | None = None,
-        content_type: str | None = None,
-    ) -> tuple[str, str, dict[str, str]]:
-        """(method, URL, headers) of a request as the client builds it: its host, default
-        headers and credentials (the bearer token asked for again when it rotates).
-        ``resource_path`` quoted already (``transport.path``); empty query values left out."""
-        headers = {"Accept": JSON}
-        if content_type:
-            headers["Content-Type"] = content_type
-        method, url, headers, _, _ = self.api_client.param_serialize(
-            method=method,
-            resource_path=resource_path,
-            # A list even when empty: the place where a query-string credential would go.
-            query_params=[(k, v) for k, v in (query or {}).items() if v],
-            header_params=headers,
-            auth_settings=["BearerToken"],
-        )
-        return method, url, headers
-
     def _request(
-        self,
-        method: str,
-        resource_path: str,
-        query: dict[str, str] | None = None,
-        *,
-        body: Any = None,
+        self, method: str, resource_path: str, query: dict[str, str] | None = None, *, body: Any = None,
         timeout: Any = None,
-    ) -> Any:
-        """Blocking (the pool's): one request through the client's connection pool, counted
-        by ``count_requests``; the raw response, its body unread. Raises as the generated
-        calls do when asked not to read the answer (an ApiException for a status outside
-        2xx), which ``from_exception`` turns into ours. Built from the path rather than
-        through the generated API classes: they and the models they load cost the master
-        ~24 MiB for nothing it uses."""
-        from kubernetes.client.exceptions import ApiException
-
-        method, url, headers = self._serialize(
-            method, resource_path, query, JSON if body is not None else None
+    ) -> Any:  # fmt: skip
+        """Blocking (the pool's): ``heavy.send`` of one request, counted; the raw response,
+        its body unread."""
+        timeout = self.timeout if timeout is None else timeout
+        return send(
+            self.api_client, method, resource_path, query, body=body, timeout=timeout, count=self._count
         )
-        resp = self.api_client.call_api(
-            method,
-            url,
-            header_params=headers,
-            body=body,
-            _request_timeout=self.timeout if timeout is None else timeout,
-        )
-        if not 200 <= resp.status <= 299:
-            resp.read()
-            raise ApiException.from_response(http_resp=resp, body=None, data=None)
-        return resp.response
 
     # -- nodes ------------------------------------------------------------------------
     async def get_node(self, name: str) -> dict[str, Any]:
@@ -215,10 +170,10 @@ class KubeApi:
         credentials) as every other, without the client's walk of the body through
         sanitize_for_serialization (a Python call per value; the body is plain JSON
         already); the body encoded by pydantic-core, compact (json.dumps took 3-5 times
-        the CPU, and a twentieth more bytes for the server). Counted as
-        ``count_requests`` counts the rest; ``decode`` of the answer's body."""
+        the CPU, and a twentieth more bytes for the server). Counted as the rest
+        are; ``decode`` of the answer's body."""
         kind = JSON_PATCH if isinstance(patch, list) else MERGE_PATCH
-        method, url, headers = self._serialize("PATCH", resource_path, content_type=kind)
+        method, url, headers = serialize(self.api_client, "PATCH", resource_path, content_type=kind)
         if self._writes is None:
             self._writes = Connections(self.api_client.configuration.host, tls_context(self.api_client))
         u = urlsplit(url)
@@ -344,7 +299,7 @@ class KubeApi:
             "timeoutSeconds": str(WATCH_TIMEOUT_S),
         }
         # a stream gone silent (a dead connection) ends rather than hang
-        return self._request("GET", res.path(), query, timeout=(10, WATCH_TIMEOUT_S + 30))
+        return self._request("WATCH", res.path(), query, timeout=(10, WATCH_TIMEOUT_S + 30))
 
     async def delete_custom(self, group: str, version: str, namespace: str, plural: str, name: str) -> None:
         """Deletes a custom or built-in object of an API group; ``namespace`` empty: a
