@@ -124,10 +124,11 @@ class ResourceState:
 
     def _unfilled(self, d: FoundDevice) -> str | None:
         """Why a device cannot get its configured nodes or mounts, or None."""
+        a = d.attributes
         for path, fields in self._host_templates:
-            empty = sorted(f for f in fields if not d.attributes.get(f))
+            empty = [f for f in fields if not a.get(f)]
             if empty:
-                return f"{path}: no {', '.join(empty)} for this device"
+                return f"{path}: no {', '.join(sorted(empty))} for this device"
         return None
 
     @property
@@ -138,6 +139,12 @@ class ResourceState:
         """(physical ID, device with the resource's edits), for CDI specs and --check."""
         with self._cond:
             return list(zip(self.physical_ids, self._eff, strict=True))
+
+    def one(self, i: int) -> tuple[str | None, FoundDevice]:
+        """Device ``i``'s reason to be unusable (None: healthy) and its form with the
+        resource's edits: a DRA prepare looks at one device of many."""
+        with self._cond:
+            return self._reason[i], self._eff[i]
 
     def reasons(self) -> list[str | None]:
         with self._cond:

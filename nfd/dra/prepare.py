@@ -307,7 +307,7 @@ class Preparer:
                 f"claim {namespace}/{name}: cannot write CDI spec in {self.cdi_dir}: {e.strerror or e}"
             ) from None
 
-    def _claim_file(self, namespace: str, name: str, uid: str) -> Path:
+    def _claim_file(self, namespace: str, name: str, uid: str) -> str:
         try:
             return checkpoint.claim_file(self.claims_dir, uid)
         except CheckpointError as e:
@@ -350,7 +350,7 @@ class Preparer:
             except PrepareError as e:  # kubelet retries the claim
                 raise ClaimError(f"{where}: device {n}: {e}") from None
 
-    def _undo(self, uid: str, held: PreparedClaim, file: Path, where: str, done: Sequence[str] = ()) -> bool:
+    def _undo(self, uid: str, held: PreparedClaim, file: str, where: str, done: Sequence[str] = ()) -> bool:
         """Undo the claim's devices (but those ``done``), its CDI spec and its record
         (True when there was one); the caller holds both locks."""
         self._undo_devices([d.device_name for d in held.devices if d.device_name not in done], where)

@@ -262,10 +262,10 @@ class DraInventory:
         if d is None:
             return None, f"device {name} is not on this node"
         d.state.refresh([d.index])
-        reason = d.state.reasons()[d.index]
+        reason, dev = d.state.one(d.index)
         if reason is not None:
             return None, f"device {name} is unhealthy: {reason}"
-        return d.state.devices()[d.index][1], None
+        return dev, None
 
 
 def pool_slices(

@@ -86,10 +86,12 @@ class LightTransport:
         headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
-        url = self._prefix + path
-        what = f"{method} {path.split('?')[0]}"
-        sent = {**self._headers(data, content_type), **(headers or {})}
-        head = request_head(method, url, self._authority, sent, None if data is None else len(data))
+        sent = self._headers(data, content_type)
+        if headers:
+            sent.update(headers)
+        head = request_head(
+            method, self._prefix + path, self._authority, sent, None if data is None else len(data)
+        )
         while True:
             conn, kept = self._take(timeout or self.timeout)
             try:
@@ -101,13 +103,15 @@ class LightTransport:
                 if worth_resending(e, kept):
                     continue
                 counted(self.count, method, path, None)
-                raise Unreachable(None, f"{what}: {'stopping' if self._aborted else e}") from None
+                raise Unreachable(
+                    None, f"{_what(method, path)}: {'stopping' if self._aborted else e}"
+                ) from None
             self._give(conn, keep=not answer.will_close)
             counted(self.count, method, path, answer.status)
-            return _decode(answer.status, raw, answer.headers.get("retry-after"), what)
+            return _decode(answer.status, raw, answer.headers.get("retry-after"), method, path)
 
     def watch(self, path: str, *, timeout: float) -> Iterator[dict[str, Any]]:
-        what = f"watch {path.split('?')[0]}"
+        what = _what("watch", path)
         head = request_head("GET", self._prefix + path, self._authority, self._headers(None, JSON), None)
         conn, _ = self._take(timeout)
         try:
@@ -143,13 +147,18 @@ class LightTransport:
             conn.close()
 
 
-def _decode(status: int, raw: bytes, retry_after: str | None, what: str) -> dict[str, Any]:
+def _what(method: str, path: str) -> str:
+    """The request as an error names it (made only for an error)."""
+    return f"{method} {path.split('?')[0]}"
+
+
+def _decode(status: int, raw: bytes, retry_after: str | None, method: str, path: str) -> dict[str, Any]:
     if status >= 400:
-        raise from_response(status, raw, retry_after, what)
+        raise from_response(status, raw, retry_after, _what(method, path))
     try:
         doc = json.loads(raw) if raw else {}
     except ValueError:
-        raise ApiError(status, f"{what}: the answer is not JSON") from None
+        raise ApiError(status, f"{_what(method, path)}: the answer is not JSON") from None
     if not isinstance(doc, dict):
-        raise ApiError(status, f"{what}: the answer is not a JSON object")
+        raise ApiError(status, f"{_what(method, path)}: the answer is not a JSON object")
     return doc

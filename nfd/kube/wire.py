@@ -11,6 +11,7 @@ https): it is a few MiB of resident memory that a plain-http worker does not pay
 
 from __future__ import annotations
 
+import io
 import socket
 import time
 from collections.abc import Iterator
@@ -85,7 +86,7 @@ class Connection:
         self.host, self.port, self.context = host, port, context
         self.sock: socket.socket | None = None
         self.timeout: float | None = None
-        self._rfile: BinaryIO | None = None
+        self._rfile: io.BufferedReader | None = None
 
     def settimeout(self, timeout: float) -> None:
         self.timeout = timeout
@@ -106,10 +107,7 @@ class Connection:
         """The status and headers of the answer to the request just sent (1xx skipped)."""
         assert self._rfile is not None
         while True:
-            line = self._rfile.readline(MAX_LINE + 1)
-            if not line:
-                raise NoAnswer("the server closed the connection without an answer")
-            answer = _head(line, self._rfile)
+            answer = _head(_head_lines(self._rfile))
             if answer.status >= 200:
                 return answer
 
@@ -159,32 +157,56 @@ def request_head(
     return head + "\r\n\r\n"
 
 
-def _head(status_line: bytes, rfile: BinaryIO) -> Answer:
-    parts = status_line.split(None, 2)
-    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or len(status_line) > MAX_LINE:
-        raise ProtocolError(f"not an HTTP/1.x status line: {status_line[:80]!r}")
+def _head_lines(rfile: io.BufferedReader) -> list[str]:
+    """The status line and header lines of the next answer, without their line ends.
+    An API server's answer comes in one segment, its head all there at the first look:
+    split at once, instead of a read per line (most of a small answer's parsing)."""
+    got = rfile.peek(MAX_LINE)  # what has come, without taking it
+    if not got:
+        raise NoAnswer("the server closed the connection without an answer")
+    end = got.find(b"\r\n\r\n")
+    # Only with CRLF line ends throughout: a head ended by bare LFs is read by lines (the
+    # CRLFs found would be in its body).
+    if end >= 0 and got.count(b"\n", 0, end) == got.count(b"\r\n", 0, end):
+        lines = rfile.read(end + 4)[:end].decode("latin-1").split("\r\n")
+        if len(lines) > MAX_HEADERS + 1:
+            raise ProtocolError(f"more than {MAX_HEADERS} headers")
+        return lines
+    out: list[str] = []
+    for _ in range(MAX_HEADERS + 1):
+        line = rfile.readline(MAX_LINE + 1)
+        if len(line) > MAX_LINE:
+            raise ProtocolError("an answer's line is too long")
+        if line in (b"\r\n", b"\n"):
+            return out
+        if not line:
+            raise ProtocolError("the answer's headers are cut short")
+        out.append(line.decode("latin-1").rstrip("\r\n"))
+    raise ProtocolError(f"more than {MAX_HEADERS} headers")
+
+
+def _head(lines: list[str]) -> Answer:
+    """The answer of a status line and header lines (see :func:`_head_lines`)."""
+    parts = lines[0].split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
+        raise ProtocolError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
     try:
         status = int(parts[1])
     except ValueError:
         raise ProtocolError(f"bad status: {parts[1][:20]!r}") from None
     headers: dict[str, str] = {}
-    for _ in range(MAX_HEADERS + 1):
-        line = rfile.readline(MAX_LINE + 1)
-        if line in (b"\r\n", b"\n"):
-            break
-        if not line or len(line) > MAX_LINE or b":" not in line:
-            raise ProtocolError("the answer's headers are cut short or malformed")
-        name, _, value = line.decode("latin-1").partition(":")
+    for line in lines[1:]:
+        name, colon, value = line.partition(":")
+        if not colon:
+            raise ProtocolError("the answer's headers are malformed")
         key = name.strip().lower()
         value = value.strip()
         # Repeated fields join as one (RFC 9110 5.3); Connection and Transfer-Encoding
         # are lists anyway.
         headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    else:
-        raise ProtocolError(f"more than {MAX_HEADERS} headers")
     connection = headers.get("connection", "").lower()
     # HTTP/1.0 closes unless told otherwise; 1.1 keeps the connection unless told.
-    will_close = "keep-alive" not in connection if parts[0] == b"HTTP/1.0" else "close" in connection
+    will_close = "keep-alive" not in connection if parts[0] == "HTTP/1.0" else "close" in connection
     if (
         status not in NO_BODY
         and status >= 200

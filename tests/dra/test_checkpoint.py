@@ -28,6 +28,16 @@ def test_round_trip_and_missing_file(tmp_path: Path) -> None:
     assert checkpoint.load(path) == {}
 
 
+def test_a_claims_part_is_its_sorted_dump() -> None:
+    """The part a save joins is what parse() checks the checksum against."""
+    two = (
+        PreparedDevice(("b", "a"), "nöde", "gpu-1", ("x=1", "x=2")),
+        PreparedDevice((), "node-a", "gpu-0", ()),
+    )
+    for c in [*claims().values(), PreparedClaim("ns\u2028", 'c"3', two)]:
+        assert c.canonical == json.dumps(c.to_json(), sort_keys=True, separators=(",", ":"))
+
+
 @pytest.mark.parametrize(
     ("edit", "expect"),
     [

@@ -13,16 +13,17 @@ import pytest
 
 from nfd.kube.wire import Connection, NoAnswer, ProtocolError, authority, request_head, worth_resending
 
-Serve = Callable[[bytes], tuple[Connection, list[bytes]]]
+Serve = Callable[[bytes | list[bytes]], tuple[Connection, list[bytes]]]
 
 
 @pytest.fixture
 def serve() -> Iterator[Serve]:
     """``serve(answer)``: a connection to a one-shot server that reads one request and
-    sends ``answer``, then closes; the request it read is in ``got``."""
+    sends ``answer`` (a list: its parts, a moment apart), then closes; the request it
+    read is in ``got``."""
     servers: list[socket.socket] = []
 
-    def start(answer: bytes) -> tuple[Connection, list[bytes]]:
+    def start(answer: bytes | list[bytes]) -> tuple[Connection, list[bytes]]:
         srv = socket.create_server(("127.0.0.1", 0))
         servers.append(srv)
         got: list[bytes] = []
@@ -31,7 +32,10 @@ def serve() -> Iterator[Serve]:
             c, _ = srv.accept()
             with c:
                 got.append(c.recv(65536))
-                c.sendall(answer)
+                for i, part in enumerate([answer] if isinstance(answer, bytes) else answer):
+                    if i:
+                        time.sleep(0.05)
+                    c.sendall(part)
 
         threading.Thread(target=run, daemon=True).start()
         conn = Connection("127.0.0.1", srv.getsockname()[1], None)
@@ -43,7 +47,7 @@ def serve() -> Iterator[Serve]:
         s.close()
 
 
-def exchange(serve: Serve, answer: bytes) -> tuple[int, bytes, bool]:
+def exchange(serve: Serve, answer: bytes | list[bytes]) -> tuple[int, bytes, bool]:
     conn, _ = serve(answer)
     conn.send(request_head("GET", "/x", "h:1", {}, None), None)
     a = conn.answer()
@@ -72,6 +76,16 @@ def test_no_content_has_no_body_and_1xx_is_skipped(serve: Serve) -> None:
     assert exchange(serve, answer) == (204, b"", True)
 
 
+def test_a_head_that_comes_in_parts_is_read_whole(serve: Serve) -> None:
+    parts = [b"HTTP/1.1 200 OK\r\nContent-", b"Length: 2\r\nConnection: close\r", b"\n\r\n{}"]
+    assert exchange(serve, parts) == (200, b"{}", True)
+
+
+def test_a_head_in_bare_line_feeds_is_read_by_lines_though_its_body_holds_crlfs(serve: Serve) -> None:
+    answer = b"HTTP/1.1 200 OK\nContent-Length: 6\nX-A: 1\n\nab\r\n\r\n"
+    assert exchange(serve, answer) == (200, b"ab\r\n\r\n", False)
+
+
 def test_repeated_headers_are_joined_and_names_lower_cased(serve: Serve) -> None:
     conn, _ = serve(b"HTTP/1.1 429 Too Many\r\nRetry-After: 3\r\nWarning: a\r\nWARNING: b\r\n\r\n")
     conn.send(request_head("GET", "/x", "h:1", {}, None), None)
@@ -89,6 +103,8 @@ def test_repeated_headers_are_joined_and_names_lower_cased(serve: Serve) -> None
         b"SSH-2.0-OpenSSH\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n",  # headers cut short
+        b"HTTP/1.1 200 OK\r\n" + b"A: b\r\n" * 101 + b"\r\n",  # too many headers
+        b"HTTP/1.1 200 OK\n" + b"A: b\n" * 101 + b"\n",  # the same, read by lines
     ],
 )
 def test_malformed_or_cut_answers_are_protocol_errors(serve: Serve, answer: bytes) -> None:

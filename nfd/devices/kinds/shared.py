@@ -76,11 +76,14 @@ def describe_fields(kind: str, fields: Iterable[tuple[str, str | Sequence[str]]]
 def pci_problem(host: HostRoot, address: str, driver: str) -> str | None:
     """Why the PCI device at ``address`` is not usable now (gone from sysfs, or ``driver``
     no longer bound to it); None when it is. An empty ``driver`` asks for none."""
-    sysdir = host.sys / "bus/pci/devices" / address
-    if not os.path.isdir(sysdir):
+    # One join (HostPath's "/" is a call per part), and the driver's link first: a
+    # device still bound (the usual answer, at every health poll and DRA prepare) is then
+    # one system call; the directory is looked at only when the link is not there.
+    sysdir = os.path.join(host.sys, "bus/pci/devices", address)
+    have = hostfiles.driver_name(sysdir) if driver else None
+    if have is None and not os.path.isdir(sysdir):
         return Gone("PCI device gone from sysfs")
     if driver:
-        have = hostfiles.driver_name(sysdir)
         if have is None:
             return f"driver {driver} unbound"
         if have != driver:
