@@ -143,6 +143,20 @@ def send(
     return resp.response
 
 
+def lines(resp: Any) -> Iterator[bytes]:
+    """The lines of a streamed answer that are not blank (a watch: a JSON event a line),
+    as its chunks come; bytes, for the decoder to take as they are."""
+    buf = b""
+    for chunk in resp.stream(64 * 1024, decode_content=False):
+        buf += chunk
+        *done, buf = buf.split(b"\n")
+        for line in done:
+            if line.strip():
+                yield line
+    if buf.strip():
+        yield buf
+
+
 class HeavyTransport:
     """The transport interface over an ApiClient (plain JSON in and out: no model
     objects)."""
@@ -193,16 +207,9 @@ class HeavyTransport:
     def watch(self, path: str, *, timeout: float) -> Iterator[dict[str, Any]]:
         resp = self._send("WATCH", path, None, JSON, (10, timeout))
         self._streams.add(resp)
-        buf = b""
         try:
-            for chunk in resp.stream(64 * 1024, decode_content=False):
-                buf += chunk
-                *lines, buf = buf.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        yield json.loads(line)
-            if buf.strip():
-                yield json.loads(buf)
+            for line in lines(resp):
+                yield json.loads(line)
         except (OSError, ValueError) as e:
             raise Unreachable(None, f"watch {path.split('?')[0]}: {e}") from None
         except Exception as e:  # urllib3's ProtocolError, ReadTimeoutError

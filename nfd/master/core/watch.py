@@ -19,7 +19,7 @@ from typing import Any
 
 from nfd.backoff import Backoff
 from nfd.kube.errors import ApiError
-from nfd.kube.heavy import from_exception
+from nfd.kube.heavy import from_exception, lines
 from nfd.kube.listwatch import WatchLoop
 from nfd.master.core.kube import KubeApi, Resource
 
@@ -52,7 +52,7 @@ class ListWatch:
         on_synced: Callable[[], None] | None = None,
         absent: Collection[int] = (),
         relist_after_break: bool = False,
-        decode: Callable[[str], dict[str, Any]] = json.loads,
+        decode: Callable[[bytes], dict[str, Any]] = json.loads,
     ) -> None:
         self.api = api
         self.resource = resource
@@ -174,8 +174,6 @@ class ListWatch:
     def _events(self, rv: str) -> Iterator[dict[str, Any]]:
         """One watch from ``rv``, its events decoded, until the server ends it or it
         breaks (ApiError)."""
-        from kubernetes.watch.watch import iter_resp_lines
-
         try:
             self._resp = resp = self.api.open_watch(self.resource, rv)
         except Exception as e:
@@ -183,8 +181,8 @@ class ListWatch:
         try:
             if self._stop.is_set():  # stopped while it opened, too soon to shut it down
                 return
-            for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
-                yield self.decode(line) if line else {}
+            for line in lines(resp):
+                yield self.decode(line)
         except ApiError:
             raise
         except Exception as e:
