@@ -88,14 +88,12 @@ class ResourceState:
         self.version = 0
         self._kicks = 0
         self.closed = False
-        # Called (outside the lock) when a device's edits changed, e.g. a re-plugged USB
-        # device got a new node: the CDI spec must follow.
+        # Called (outside the lock) when a device's edits changed (a re-plugged USB device
+        # got a new node): the CDI spec must follow.
         self.on_edits_changed: Callable[[ResourceState], None] | None = None
-        # Called (outside the lock, on the thread that saw it) when devices' health
-        # changed; nfd.devices.health.HealthMonitor fans it out.
+        # Called outside the lock, on the thread that saw it, when health changed (HealthMonitor fans it out).
         self.on_health_changed: Callable[[ResourceState, list[HealthChange]], None] | None = None
-        # The host-side templates and their placeholders, parsed once: every health check
-        # looks at them (a DRA prepare re-checks its device).
+        # The host-side templates and their placeholders, parsed once for every health check.
         self._host_templates = tuple(
             (path, tuple(_fields(path)))
             for path in (*(t.host_path for t in res.device_nodes), *(m.host_path for m in res.mounts))
@@ -124,9 +122,8 @@ class ResourceState:
 
     def _unfilled(self, d: FoundDevice) -> str | None:
         """Why a device cannot get its configured nodes or mounts, or None."""
-        a = d.attributes
         for path, fields in self._host_templates:
-            empty = [f for f in fields if not a.get(f)]
+            empty = [f for f in fields if not d.attributes.get(f)]
             if empty:
                 return f"{path}: no {', '.join(sorted(empty))} for this device"
         return None
@@ -141,8 +138,7 @@ class ResourceState:
             return list(zip(self.physical_ids, self._eff, strict=True))
 
     def one(self, i: int) -> tuple[str | None, FoundDevice]:
-        """Device ``i``'s reason to be unusable (None: healthy) and its form with the
-        resource's edits: a DRA prepare looks at one device of many."""
+        """Device ``i``'s reason to be unusable (None: healthy) and its edited form."""
         with self._cond:
             return self._reason[i], self._eff[i]
 
