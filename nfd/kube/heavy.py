@@ -159,7 +159,7 @@ def lines(resp: Any) -> Iterator[bytes]:
 
 class HeavyTransport:
     """The transport interface over an ApiClient (plain JSON in and out: no model
-    objects)."""
+    objects), sending as the master's KubeApi does (``send``)."""
 
     def __init__(
         self, api_client: Any, creds: Credentials, *, timeout: float = 30.0, count: Count | None = None
@@ -168,7 +168,6 @@ class HeavyTransport:
         self.creds = creds
         self.timeout = timeout
         self.count = count
-        self._host = api_client.configuration.host
         self._aborted = False
         self._streams: set[Any] = set()
 
