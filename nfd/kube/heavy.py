@@ -15,7 +15,7 @@ from typing import Any
 
 from nfd.kube.config import Credentials
 from nfd.kube.errors import ApiError, Unreachable, from_response
-from nfd.kube.transport import JSON, Count, counted
+from nfd.kube.transport import JSON, Count, counted, request_name
 
 
 def api_client(creds: Credentials, pool_size: int) -> Any:
@@ -118,8 +118,7 @@ def send(
     from kubernetes.client.exceptions import ApiException
 
     verb = "GET" if method == "WATCH" else method
-    bare = path.split("?")[0]
-    what = f"watch {bare}" if method == "WATCH" else f"{method} {bare}"
+    what = request_name(method, path)
     verb, url, sent = serialize(api_client, verb, path, query, content_type if body is not None else None)
     try:
         resp = api_client.call_api(
@@ -176,8 +175,7 @@ class HeavyTransport:
         headers: Mapping[str, str] | None = None,
     ) -> Any:  # fmt: skip
         if self._aborted:
-            what = f"watch {path.split('?')[0]}" if method == "WATCH" else f"{method} {path.split('?')[0]}"
-            raise Unreachable(None, f"{what}: stopping")
+            raise Unreachable(None, f"{request_name(method, path)}: stopping")
         return send(
             self.api_client, method, path, body=body, content_type=content_type, timeout=timeout,
             count=self.count, headers=headers,
@@ -205,16 +203,15 @@ class HeavyTransport:
 
     def watch(self, path: str, *, timeout: float) -> Iterator[dict[str, Any]]:
         resp = self._send("WATCH", path, None, JSON, (10, timeout))
+        what = request_name("WATCH", path)
         self._streams.add(resp)
         try:
             for line in lines(resp):
                 yield json.loads(line)
         except (OSError, ValueError) as e:
-            raise Unreachable(None, f"watch {path.split('?')[0]}: {e}") from None
+            raise Unreachable(None, f"{what}: {e}") from None
         except Exception as e:  # urllib3's ProtocolError, ReadTimeoutError
-            if self._aborted:
-                raise Unreachable(None, f"watch {path.split('?')[0]}: stopping") from None
-            raise Unreachable(None, f"watch {path.split('?')[0]}: {e}") from None
+            raise Unreachable(None, f"{what}: {'stopping' if self._aborted else e}") from None
         finally:
             self._streams.discard(resp)
             resp.close()  # a stream left midway must not go back to the pool as it is

@@ -18,7 +18,7 @@ from typing import Any
 
 from nfd.kube.config import Credentials
 from nfd.kube.errors import ApiError, Unreachable, from_response
-from nfd.kube.transport import JSON, Count, counted
+from nfd.kube.transport import JSON, Count, counted, request_name
 from nfd.kube.wire import Connection, ProtocolError, authority, request_head, worth_resending
 
 MAX_IDLE = 4  # kept-alive connections: the agents' threads rarely ask at once
@@ -104,14 +104,14 @@ class LightTransport:
                     continue
                 counted(self.count, method, path, None)
                 raise Unreachable(
-                    None, f"{_what(method, path)}: {'stopping' if self._aborted else e}"
+                    None, f"{request_name(method, path)}: {'stopping' if self._aborted else e}"
                 ) from None
             self._give(conn, keep=not answer.will_close)
             counted(self.count, method, path, answer.status)
             return _decode(answer.status, raw, answer.headers.get("retry-after"), method, path)
 
     def watch(self, path: str, *, timeout: float) -> Iterator[dict[str, Any]]:
-        what = _what("watch", path)
+        what = request_name("WATCH", path)
         head = request_head("GET", self._prefix + path, self._authority, self._headers(None, JSON), None)
         conn, _ = self._take(timeout)
         try:
@@ -147,18 +147,13 @@ class LightTransport:
             conn.close()
 
 
-def _what(method: str, path: str) -> str:
-    """The request as an error names it (made only for an error)."""
-    return f"{method} {path.split('?')[0]}"
-
-
 def _decode(status: int, raw: bytes, retry_after: str | None, method: str, path: str) -> dict[str, Any]:
     if status >= 400:
-        raise from_response(status, raw, retry_after, _what(method, path))
+        raise from_response(status, raw, retry_after, request_name(method, path))
     try:
         doc = json.loads(raw) if raw else {}
     except ValueError:
-        raise ApiError(status, f"{_what(method, path)}: the answer is not JSON") from None
+        raise ApiError(status, f"{request_name(method, path)}: the answer is not JSON") from None
     if not isinstance(doc, dict):
-        raise ApiError(status, f"{_what(method, path)}: the answer is not a JSON object")
+        raise ApiError(status, f"{request_name(method, path)}: the answer is not a JSON object")
     return doc

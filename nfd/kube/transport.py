@@ -93,6 +93,12 @@ def counted(count: Count | None, method: str, url: str, code: int | None) -> Non
         count(*classify(method, url), str(code) if code else "unreachable")
 
 
+def request_name(method: str, path: str) -> str:
+    """A request as errors name it, its query left out: ``GET /api/v1/nodes/x``; a watch
+    is ``watch /api/v1/nodes``."""
+    return f"{'watch' if method == 'WATCH' else method} {path.split('?')[0]}"
+
+
 def with_query(url: str, query: Mapping[str, str]) -> str:
     q = "&".join(f"{k}={quote(v, safe='')}" for k, v in query.items() if v)
     if not q:
