@@ -54,6 +54,19 @@ LOG_LEVELS = ["debug", "info", "warning", "error"]
 LOG_FORMATS = ["text", "json"]
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter, given the terminal's width. Without one it asks shutil,
+    and it builds a formatter on every ``add_argument`` (to check the metavar), so every
+    command would import shutil (with bz2 and lzma) though no help is printed."""
+
+    def __init__(self, prog: str) -> None:
+        try:
+            columns = int(os.environ.get("COLUMNS") or os.get_terminal_size(sys.stdout.fileno()).columns)
+        except (ValueError, OSError):  # not a terminal (a pipe, a file, a closed stdout)
+            columns = 80
+        super().__init__(prog, width=max(columns, 40) - 2)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser, or one with ``only`` as its one command: a command named on the
     command line needs no other command's parser, and building the seven others would
@@ -64,7 +77,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             # argparse prints usage + message and exits 2; keep it to one line.
             raise CliError(message)
 
-    parser = _Parser(prog="nfd", description="Node Feature Discovery for Kubernetes.")
+    parser = _Parser(
+        prog="nfd", description="Node Feature Discovery for Kubernetes.", formatter_class=_Formatter
+    )
     parser.add_argument("--version", action="version", version=f"nfd {__version__}")
     parser.add_argument(
         "--log-level", default=os.environ.get("NFD_LOG_LEVEL", "warning"),
@@ -78,7 +93,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub.required = True
     for name, (_module, help_text) in COMMANDS.items():
         if only is None or name == only:
-            p = sub.add_parser(name, help=help_text, description=help_text)
+            p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=_Formatter)
             command_module(name).add_arguments(p)
     return parser
 

@@ -2,13 +2,15 @@
 ``nfd-worker.conf``, with upstream's key names and defaults.
 
 A model of :mod:`nfd.settings` (read with ``load_model(path, WorkerConfig)``), declared
-as frozen dataclasses, not pydantic: the worker must stay small. Without ``slots``: a
-process holds one config (or a few, across reloads), so slots would save no memory and
-only cost each class a second creation. Without ``__repr__`` (``repr=False``), as nothing
-prints a config, and without ``__eq__`` (``eq=False``) where nothing compares a group by
-value, which is every group but ``sources.gpu`` (its tests compare it): each method a
-dataclass generates is compiled as the module is imported (see docs/architecture.md,
-"Plain Python").
+as dataclasses, not pydantic: the worker must stay small. Not frozen: nothing hashes a
+config, a reload builds a new one rather than changing the one in use, and a frozen
+class compiles two more methods as the module is imported. Without ``slots``: a process
+holds one config (or a few, across reloads), so slots would save no memory and only cost
+each class a second creation. Without ``__repr__`` (``repr=False``), as nothing prints a
+config, and without ``__eq__`` (``eq=False``) where nothing compares a group by value,
+which is every group but ``sources.gpu`` (its tests compare it): each method a dataclass
+generates is compiled as the module is imported (see docs/architecture.md, "Plain
+Python").
 
 Adding a group (say ``sources.system``): declare it like the others and give the parent
 a field with ``default_factory``; the loader derives the camelCase keys from the field
@@ -16,11 +18,11 @@ names and converts each value to what the field's default is (str, bool, int,
 float/duration, a tuple of strings, a nested group; ``metadata={"raw": True}`` keeps a
 list's items as they are)::
 
-    @dataclass(frozen=True, eq=False, repr=False)
+    @dataclass(eq=False, repr=False)
     class SystemConfig:
         os_release_keys: tuple[str, ...] = ("ID", "VERSION_ID")
 
-    @dataclass(frozen=True, eq=False, repr=False)
+    @dataclass(eq=False, repr=False)
     class SourcesConfig:
         ...
         system: SystemConfig = field(default_factory=SystemConfig)
@@ -50,7 +52,7 @@ DEFAULT_CPUID_BLACKLIST: tuple[str, ...] = (
 DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(eq=False, repr=False)
 class CpuidConfig:
     """``sources.cpu.cpuid``: which CPUID flags become labels (all stay in the raw
     features)."""
@@ -59,14 +61,14 @@ class CpuidConfig:
     attribute_whitelist: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(eq=False, repr=False)
 class CpuConfig:
     """``sources.cpu``."""
 
     cpuid: CpuidConfig = field(default_factory=CpuidConfig)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(eq=False, repr=False)
 class KernelConfig:
     """``sources.kernel``: the kernel config file ('': upstream's search path) and the
     options of it that become labels."""
@@ -75,7 +77,7 @@ class KernelConfig:
     config_opts: tuple[str, ...] = ("NO_HZ", "NO_HZ_IDLE", "NO_HZ_FULL", "PREEMPT")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(eq=False, repr=False)
 class PciConfig:
     """``sources.pci``: the device classes labelled, and the fields a label is named by."""
 
@@ -83,7 +85,7 @@ class PciConfig:
     device_label_fields: tuple[str, ...] = ("class", "vendor")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(eq=False, repr=False)
 class UsbConfig:
     """``sources.usb``: the device classes labelled, and the fields a label is named by."""
 
@@ -91,7 +93,7 @@ class UsbConfig:
     device_label_fields: tuple[str, ...] = ("class", "vendor", "device")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(eq=False, repr=False)
 class LocalConfig:
     """``sources.local``: the directory of feature files."""
 
@@ -99,7 +101,7 @@ class LocalConfig:
     features_dir: str = DEFAULT_FEATURES_DIR
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(repr=False)
 class GpuConfig:
     """``sources.gpu``: NVIDIA labels as NVIDIA's GPU feature discovery writes them."""
 
@@ -118,7 +120,7 @@ class GpuConfig:
             raise ConfigError(f"{self.replicas} is less than 1", "replicas")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(eq=False, repr=False)
 class SourcesConfig:
     """``sources``: each feature source's settings."""
 
@@ -132,7 +134,7 @@ class SourcesConfig:
     custom: tuple[Mapping[str, Any], ...] = field(default=(), metadata={"raw": True})
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(eq=False, repr=False)
 class CoreConfig:
     """``core``: which sources run and which are labelled, the label whitelist, and the
     worker's interval and publishing switch."""
@@ -153,7 +155,7 @@ class CoreConfig:
                 ) from None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(eq=False, repr=False)
 class WorkerConfig:
     """The worker config file (``nfd-worker.conf``)."""
 

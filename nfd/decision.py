@@ -12,7 +12,6 @@ from nfd.features import Features
 from nfd.policy import (
     DEFAULT_POLICY,
     Policy,
-    Taint,
     check_annotation,
     check_extended_resource,
     check_label,
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
     from nfd.rules import RuleOutput
+    from nfd.taint import Taint
 
 # The kinds of ``Decision.rejected``, as the master's API names them.
 KINDS = ("labels", "annotations", "extendedResources", "taints")

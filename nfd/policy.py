@@ -39,7 +39,7 @@ _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 # No slots: a process holds one or two; not compared, not printed (see docs/architecture.md, "Plain Python").
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(eq=False, repr=False)
 class Policy:
     """The master's publishing policy (``--extra-label-ns``, ``--deny-label-ns``,
     ``--label-whitelist``, ``--enable-taints``)."""
@@ -249,20 +249,6 @@ def check_taint(key: str, value: str, effect: str, policy: Policy = DEFAULT_POLI
     if err:
         return err
     return label_value_error(value)
-
-
-# Not printed: str() shows a taint (see docs/architecture.md, "Plain Python").
-@dataclass(frozen=True, slots=True, repr=False)
-class Taint:
-    """A Node taint as a rule writes it (the key is never prefixed)."""
-
-    key: str
-    value: str = ""
-    effect: str = ""
-
-    def __str__(self) -> str:
-        # As kubectl prints taints; also the master's tracking annotation.
-        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
 
 
 # -- Kubernetes quantities -------------------------------------------------------------

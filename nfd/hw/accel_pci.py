@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 # Not compared, not printed (see docs/architecture.md, "Plain Python").
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, eq=False, repr=False)
 class PciFunction:
     """One PCI function, as sysfs describes it."""
 

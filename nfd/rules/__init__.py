@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nfd.features import Features
-from nfd.policy import Taint
 from nfd.rules.evaluate import FEATURE_NS, FeatureView, RuleTrace, execute, merge_names
 from nfd.rules.expressions import EvalError
 from nfd.rules.model import Rule, RuleParseError, parse_rule
+from nfd.taint import Taint
 
 
 @dataclass(frozen=True)

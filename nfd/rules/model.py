@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from nfd.policy import Taint
 from nfd.rules.template import Template
+from nfd.taint import Taint
 
 OPS = frozenset(
     {"", "In", "NotIn", "InRegexp", "Exists", "DoesNotExist", "Gt", "Ge", "Lt", "Le", "GtLt", "GeLe"}

@@ -50,7 +50,7 @@ def normalize_arch(machine: str) -> str:
 
 
 # No slots: one per cpu source; not compared, not printed (see docs/architecture.md, "Plain Python").
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(eq=False, repr=False)
 class StaticFacts:
     """What one read of the CPU gives; kept for the source instance's lifetime."""
 

@@ -160,7 +160,7 @@ def level_flags(level: int) -> list[str]:
 
 
 # No slots: one per cpu source; not compared, not printed (see docs/architecture.md, "Plain Python").
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(eq=False, repr=False)
 class X86Facts:
     """What one CPUID read of an x86 CPU gives the cpu source."""
 

@@ -13,7 +13,8 @@ from nfd.decision import Decision
 from nfd.master.core import nodeview
 from nfd.master.publishing.patches import observe
 from nfd.master.publishing.prune import plan
-from nfd.policy import FEATURE_NS, NFD_NS, Taint
+from nfd.policy import FEATURE_NS, NFD_NS
+from nfd.taint import Taint
 
 LABELS = {f"{FEATURE_NS}/cpu-cpuid.F{i}": "true" for i in range(50)}
 ER = f"{FEATURE_NS}/gpu"

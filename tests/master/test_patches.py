@@ -17,7 +17,7 @@ from nfd.master.publishing.patches import (
     observe,
     status_patch,
 )
-from nfd.policy import Taint
+from nfd.taint import Taint
 from tests.fakeapi.patch import apply_merge_patch, json_equal
 
 from .helpers import apply_json_patch

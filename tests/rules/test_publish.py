@@ -13,13 +13,13 @@ from nfd.features import Features
 from nfd.policy import (
     DEFAULT_POLICY,
     Policy,
-    Taint,
     check_annotation,
     check_extended_resource,
     check_label,
     check_taint,
 )
 from nfd.rules import RuleOutput
+from nfd.taint import Taint
 
 NS = "feature.node.kubernetes.io/"
 

@@ -11,8 +11,9 @@ import yaml
 
 from nfd.decision import decide
 from nfd.features import Features
-from nfd.policy import Policy, Taint
+from nfd.policy import Policy
 from nfd.rules import evaluate, load_rulesets
+from nfd.taint import Taint
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "rules"
 ALL_FILES = sorted(p.relative_to(FIXTURES).as_posix() for p in FIXTURES.rglob("*.yaml"))

@@ -17,7 +17,8 @@ from nfd.master.core.state import (
     Observed,
     shared,
 )
-from nfd.policy import FEATURE_NS, NFD_NS, Taint, parse_quantity
+from nfd.policy import FEATURE_NS, NFD_NS, parse_quantity
+from nfd.taint import Taint
 
 LABELS_ANN = f"{NFD_NS}/feature-labels"
 ER_ANN = f"{NFD_NS}/extended-resources"
