@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn, Protocol
+from typing import Any, NoReturn, Protocol
 
 from nfd import __version__
 
@@ -61,10 +61,23 @@ class _Formatter(argparse.HelpFormatter):
 
     def __init__(self, prog: str) -> None:
         try:
-            columns = int(os.environ.get("COLUMNS") or os.get_terminal_size(sys.stdout.fileno()).columns)
+            columns = int(os.environ.get("COLUMNS") or 0) or os.get_terminal_size(sys.stdout.fileno()).columns
         except (ValueError, OSError):  # not a terminal (a pipe, a file, a closed stdout)
             columns = 80
         super().__init__(prog, width=max(columns, 40) - 2)
+
+
+class Parser(argparse.ArgumentParser):
+    """The parser of ``nfd`` and ``kubectl nfd`` (and of their sub-commands, as
+    ``parser_class``): a usage error is a CliError, said in one line (argparse would print
+    the usage and exit 2), and help is as wide as the terminal."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        raise CliError(message)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -72,14 +85,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     command line needs no other command's parser, and building the seven others would
     be a fifth of ``nfd discover``'s parsing."""
 
-    class _Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> None:  # type: ignore[override]
-            # argparse prints usage + message and exits 2; keep it to one line.
-            raise CliError(message)
-
-    parser = _Parser(
-        prog="nfd", description="Node Feature Discovery for Kubernetes.", formatter_class=_Formatter
-    )
+    parser = Parser(prog="nfd", description="Node Feature Discovery for Kubernetes.")
     parser.add_argument("--version", action="version", version=f"nfd {__version__}")
     parser.add_argument(
         "--log-level", default=os.environ.get("NFD_LOG_LEVEL", "warning"),
@@ -89,11 +95,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "--log-format", default=os.environ.get("NFD_LOG_FORMAT", "text"),
         choices=LOG_FORMATS, help="log line format",
     )  # fmt: skip
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for name, (_module, help_text) in COMMANDS.items():
         if only is None or name == only:
-            p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=_Formatter)
+            p = sub.add_parser(name, help=help_text, description=help_text)
             command_module(name).add_arguments(p)
     return parser
 

@@ -19,17 +19,13 @@ VERBS = {
 
 def build_parser() -> argparse.ArgumentParser:
     from nfd import __version__
-    from nfd.cli import CliError
+    from nfd.cli import Parser
     from nfd.commands import prune, rules
     from nfd.commands._common import add_cluster_arguments
 
-    class _Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> None:  # type: ignore[override]
-            raise CliError(message)
-
-    parser = _Parser(prog="kubectl nfd", description="Node Feature Discovery, from kubectl.")
+    parser = Parser(prog="kubectl nfd", description="Node Feature Discovery, from kubectl.")
     parser.add_argument("--version", action="version", version=f"kubectl-nfd {__version__}")
-    sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)
     sub.required = True
     p = sub.add_parser("nodes", help=VERBS["nodes"], description=VERBS["nodes"])
     add_cluster_arguments(p)
