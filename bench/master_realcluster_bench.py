@@ -238,7 +238,7 @@ def run_nfd(
         "--no-rule-watch", "--no-nodefeature-watch", "--gc-interval", "0", *extra, cpu=None,
     )  # fmt: skip
     try:
-        template = mb.features_template()
+        requests = mb.feature_requests(names, mb.features_template())
         started = time.monotonic() + 60
         # Timed once the master is started: its Node watch open, after the LIST of every
         # Node it holds its writes for (the baseline's start is not timed either).
@@ -250,7 +250,7 @@ def run_nfd(
         import asyncio
 
         sender = time.process_time()
-        asyncio.run(mb.put_all(port, names, template))
+        asyncio.run(mb.put_all(port, names, "", requests=requests))
         t_put, sender = time.monotonic() - t0, time.process_time() - sender
         deadline = t0 + 600
         windows: list[float] = []  # the master's writes in flight allowed, as it adapts
