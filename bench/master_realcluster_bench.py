@@ -10,8 +10,8 @@ a pass), waits until they are quiet, runs an untimed warm-up pass of each side, 
   rules of bench/data; no NodeFeature, NodeFeatureRule or NodeFeatureGroup objects read
   or written: a cluster's own nfd is left alone) gets every node's features once (as in
   bench/master_bench.py); timed from empty to all labelled, once the master is started
-  (its Node watch open, after the LIST of every Node), with the 429s it got, its CPU
-  seconds and RSS.
+  (its Node watch open, after the LIST of every Node) and ``--settle`` seconds more,
+  with the 429s it got, its CPU seconds and RSS.
 - the baseline: merge PATCHes of the same labels and tracking annotation (taken from what
   nfd wrote) over persistent connections opened in the pass (TLS to the API server, as
   the master's), ``--inflight`` at a time: by default the master's ceiling
@@ -22,7 +22,8 @@ then ``--settle`` seconds of quiet: the server's work after a pass (compaction, 
 garbage collection) is not charged to the next. Prints each pass (with how busy the
 machine's CPUs were and the CPU the API server and etcd spent a node, where they run on
 this machine) and each round's ratio (nfd / baseline), then each side's median rate and
-their ratio (the figure). Every Node
+their ratio (the figure), and etcd's database size at the start and the end (as the API
+server reports it: a database that many runs have grown slows every write). Every Node
 it created is deleted at the end, also on failure, Ctrl-C or SIGTERM. The API server,
 etcd and the master share the machine's CPUs.
 
@@ -125,6 +126,16 @@ class Api:
             return json.loads(r.data) if r.data else {}
         raise SystemExit(f"{method} {path}: no answer")
 
+    def etcd_size(self) -> str:
+        """etcd's database size as the API server reports it: one grown by many runs
+        (bbolt keeps the pages compaction frees) slows every write."""
+        headers = {k: v for k, v in self.headers.items() if k != "Accept"}
+        r = self.pool.request("GET", "/metrics", headers=headers)
+        if r.status != 200:
+            return f"unknown (GET /metrics: {r.status})"
+        m = re.search(rb"^apiserver_storage_size_bytes\{[^}]*\} (\S+)$", r.data, re.M)
+        return f"{float(m.group(1)) / 1e6:.0f} MB" if m else "unknown"
+
     def list_nodes(self, selector: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         cont = ""
@@ -223,12 +234,22 @@ def master_metric(port: int, name: str, labels: str = "", text: str | None = Non
     return float(m.group(1)) if m else 0.0
 
 
+def api_requests(text: str) -> dict[str, float]:
+    """The master's API requests so far, by verb and resource (its metrics)."""
+    out: dict[str, float] = {}
+    for m in re.finditer(r"^nfd_master_api_requests_total\{([^}]*)\} (\S+)$", text, re.M):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        key = f"{labels.get('verb')} {labels.get('resource')}"
+        out[key] = out.get(key, 0) + float(m.group(2))
+    return out
+
+
 def scrape(port: int) -> str:
     return str(urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode())
 
 
 def run_nfd(
-    api: Api, kubeconfig: Path, run: str, names: list[str], parallelism: int | None
+    api: Api, kubeconfig: Path, run: str, names: list[str], parallelism: int | None, settle: float
 ) -> dict[str, Any]:
     os.environ["NFD_MASTER_NODEFEATURES__GROUPS"] = "false"  # no NodeFeatureGroup statuses
     port = mb.free_port()
@@ -246,6 +267,11 @@ def run_nfd(
             if time.monotonic() > started:
                 raise SystemExit("the master did not open its Node watch in 60 s")
             time.sleep(0.05)
+        # Then quiet again, as before the baseline's pass: the master's start LISTs
+        # every Node (25 MB of JSON at 1,000 labelled Nodes), and the server's work after
+        # it (its garbage collection) is the start's, not the pass's.
+        time.sleep(settle)
+        requests0 = api_requests(scrape(port))
         c0, t0, box = mb.cpu_s(master.pid), time.monotonic(), BoxCpu()
         import asyncio
 
@@ -254,6 +280,7 @@ def run_nfd(
         t_put, sender = time.monotonic() - t0, time.process_time() - sender
         deadline = t0 + 600
         windows: list[float] = []  # the master's writes in flight allowed, as it adapts
+        progress: list[tuple[float, float]] = []  # (seconds into the pass, nodes labelled)
         # Each scrape costs the master CPU the small box's API server lacks (a few ms
         # through FastAPI), and a pass is timed to the scrape that sees the last write:
         # scrapes every 0.2 s until the first write, then at half the time the rest
@@ -266,16 +293,21 @@ def run_nfd(
             if now > deadline:
                 raise SystemExit("nfd did not label every node in 10 minutes")
             windows.append(master_metric(port, "nfd_master_api_writes_in_flight_limit", text=text))
+            progress.append((now - t0, done))
             left_s = (len(names) - done) * (now - t0) / done if done else 0.4
             time.sleep(min(0.5, max(0.02, left_s / 2)))
         took = time.monotonic() - t0
         cpu = mb.cpu_s(master.pid) - c0
+        sent = {k: v - requests0.get(k, 0) for k, v in api_requests(text).items()}
+        half = next((t for t, d in progress if d >= len(names) / 2), took)
         out = {
             "seconds": took, "put_s": t_put, "cpu_s": cpu, "sender_cpu_s": sender,
             "rss_mib": mb.rss_mb(master.pid), "peak_mib": mb.rss_mb(master.pid, "VmHWM"),
             "throttled": master_metric(port, "nfd_master_node_update_failures_total", 'reason="429"'),
             "window": f"{max(windows, default=0):.0f} at most, {sum(windows) / max(1, len(windows)):.0f} on average",
             "box": box.text(len(names)),
+            "halves": f"the first half labelled after {half:.1f} s, the second in {took - half:.1f} s",
+            "requests": ", ".join(f"{k} {v:.0f}" for k, v in sorted(sent.items()) if v),
         }  # fmt: skip
     finally:
         mb.stop(master)
@@ -418,7 +450,9 @@ class Passes:
         time.sleep(self.a.settle)
         load = os.getloadavg()[0]
         if side == "nfd":
-            nfd = run_nfd(self.api, self.a.kubeconfig, self.run, self.names, self.a.parallelism)
+            nfd = run_nfd(
+                self.api, self.a.kubeconfig, self.run, self.names, self.a.parallelism, self.a.settle
+            )
             self.labels, self.tracking = nfd["labels"], nfd["tracking"]
             rate = n / nfd["seconds"]
             print(f"{title}, nfd master: {n} nodes labelled in {nfd['seconds']:.1f} s = "
@@ -426,7 +460,9 @@ class Passes:
                   f"the sender's CPU {nfd['sender_cpu_s']:.1f} s), "
                   f"429s {nfd['throttled']:.0f}, CPU {nfd['cpu_s']:.1f} s, RSS {nfd['rss_mib']:.0f} MiB "
                   f"(peak {nfd['peak_mib']:.0f} MiB); writes in flight {nfd['window']}; "
-                  f"load average before {load:.1f}; {nfd['box']}", flush=True)  # fmt: skip
+                  f"{nfd['halves']}; load average before {load:.1f}; {nfd['box']}; "
+                  f"API requests: {nfd['requests']}",
+                  flush=True)  # fmt: skip
             return rate
         b = run_baseline(self.a.kubeconfig, self.names, self.labels, self.tracking, self.inflight, k)
         rate = n / b["seconds"]
@@ -451,6 +487,7 @@ def main() -> None:
     api = Api(a.kubeconfig, max(a.inflight or a.parallelism or 64, 32))
     if a.delete_stale:
         print(f"stale bench Nodes left: {delete_nodes(api, RUN_LABEL)}")
+    print(f"etcd database: {api.etcd_size()}", flush=True)
     run = uuid.uuid4().hex[:8]
     names = [f"nfd-bench-{run}-{i:05d}" for i in range(a.nodes)]
     n = len(names)
@@ -479,8 +516,8 @@ def main() -> None:
             print(f"{n} Nodes, {a.rounds} rounds: nfd {' '.join(f'{x:.0f}' for x in rates['nfd'])} nodes/s, "
                   f"median {med['nfd']:.0f}; baseline {' '.join(f'{x:.0f}' for x in rates['baseline'])}, "
                   f"median {med['baseline']:.0f}; ratio of the medians {med['nfd'] / med['baseline']:.2f} "
-                  f"(rounds' ratios {' '.join(f'{x:.2f}' for x in ratios)}, median {median(ratios):.2f})",
-                  flush=True)  # fmt: skip
+                  f"(rounds' ratios {' '.join(f'{x:.2f}' for x in ratios)}, median {median(ratios):.2f}); "
+                  f"etcd database: {api.etcd_size()}", flush=True)  # fmt: skip
     except KeyboardInterrupt:
         raise SystemExit("interrupted") from None
 

@@ -16,10 +16,12 @@ Priority and Fairness) decides how much it takes. When it pushes back, the rate 
 The window of writes in flight (up to ``max_in_flight``, ``--parallelism``) finds
 the server's pace: a fixed number caps the master at that many round trips at a time
 (10 at ~100 ms each: 100 nodes/s however much more the server would take), and a large
-fixed number overloads a small server. It starts small and grows while the window is
-full and the writes are answered fast (doubling every window's worth of answers until
-the first push-back, then one more per window); it shrinks when the answers slow down
-and on push-back:
+fixed number overloads a small server. It starts at its ceiling, as the rate does: a
+window that starts small leaves a busy server's CPUs idle while it grows (3-4% of a
+cold start of 1,000 Nodes on a real server, docs/perf.md). It shrinks when the answers
+slow down and on push-back, and grows back while the window is full and the writes are
+answered fast, one more per window's worth of answers (a window started lower,
+``initial_in_flight``, doubles each window until the first push-back):
 
 - a 429 halves it, a slow answer (over ``slow_s``) cuts it by a quarter (with the rate);
 - rising latency cuts it by a quarter, at most once a second: the recent write latency
@@ -59,7 +61,7 @@ class AdaptiveRate:
         burst: int,
         *,
         max_in_flight: int = 64,
-        initial_in_flight: int = 4,
+        initial_in_flight: int | None = None,
         min_qps: float = 5.0,
         increase_qps: float = 25.0,
         slow_s: float = 2.0,
@@ -82,7 +84,9 @@ class AdaptiveRate:
         self.decreases = 0  # how often the API server pushed back
         # -- the window --
         self.max_in_flight = max_in_flight
-        self.limit = float(min(initial_in_flight, max_in_flight))
+        self.limit = float(
+            max_in_flight if initial_in_flight is None else min(initial_in_flight, max_in_flight)
+        )
         self.in_flight = 0
         self.peak_limit = self.limit
         self.fast_s = fast_s

@@ -84,7 +84,13 @@ def answer(r: AdaptiveRate, clock: Clock, seconds: float, n: int = 1) -> None:
         r.release()
 
 
-def test_window_starts_small_and_grows_to_the_ceiling_while_writes_are_fast():
+def test_window_starts_at_the_ceiling_as_the_rate_does():
+    r = AdaptiveRate(500, 100, max_in_flight=64)
+    assert r.window == 64 and r.qps == 500
+    assert AdaptiveRate(500, 100, max_in_flight=64, initial_in_flight=100).window == 64
+
+
+def test_window_started_small_grows_to_the_ceiling_while_writes_are_fast():
     clock = Clock()
     r = AdaptiveRate(500, 100, max_in_flight=64, initial_in_flight=4, clock=clock)
     assert r.window == 4
