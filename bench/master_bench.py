@@ -169,17 +169,15 @@ def features_template() -> str:
     return json.dumps({"nfdVersion": "bench", "features": raw})
 
 
-async def put_all(
-    port: int,
-    names: list[str],
-    template: str,
-    conns: int = 16,
-    requests: list[tuple[str, bytes]] | None = None,
-) -> dict[str, str]:
-    """PUT every node's features (``requests``: built by ``feature_requests``, else
-    built here); returns node -> digest."""
+async def put_all(port: int, names: list[str], template: str, conns: int = 16) -> dict[str, str]:
+    """PUT every node's features; returns node -> digest."""
+    return await send_all(port, feature_requests(names, template), conns)
+
+
+async def send_all(port: int, requests: list[tuple[str, bytes]], conns: int = 16) -> dict[str, str]:
+    """Send each node's features PUT (``feature_requests``); returns node -> digest."""
     digests: dict[str, str] = {}
-    queue = list(reversed(requests if requests is not None else feature_requests(names, template)))
+    queue = list(reversed(requests))
 
     async def run() -> None:
         c = await Conn.open(port)

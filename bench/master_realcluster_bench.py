@@ -276,7 +276,7 @@ def run_nfd(
         import asyncio
 
         sender = time.process_time()
-        asyncio.run(mb.put_all(port, names, "", requests=requests))
+        asyncio.run(mb.send_all(port, requests))
         t_put, sender = time.monotonic() - t0, time.process_time() - sender
         deadline = t0 + 600
         windows: list[float] = []  # the master's writes in flight allowed, as it adapts
