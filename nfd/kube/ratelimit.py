@@ -18,10 +18,10 @@ the server's pace: a fixed number caps the master at that many round trips at a 
 (10 at ~100 ms each: 100 nodes/s however much more the server would take), and a large
 fixed number overloads a small server. It starts at its ceiling, as the rate does: a
 window that starts small leaves a busy server's CPUs idle while it grows (3-4% idle
-over a cold start of 1,000 Nodes on a real server, docs/perf.md). It shrinks when the answers
-slow down and on push-back, and grows back while the window is full and the writes are
-answered fast, one more per window's worth of answers (a window started lower,
-``initial_in_flight``, doubles each window until the first push-back):
+over a cold start of 1,000 Nodes on a real server, docs/perf.md). It shrinks when the
+answers slow down and on push-back, and grows back while the window is full and the
+writes are answered fast, one more per window's worth of answers (a window started
+lower, ``initial_in_flight``, doubles each window until the first push-back):
 
 - a 429 halves it, a slow answer (over ``slow_s``) cuts it by a quarter (with the rate);
 - rising latency cuts it by a quarter, at most once a second: the recent write latency
