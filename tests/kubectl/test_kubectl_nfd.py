@@ -146,6 +146,20 @@ def test_rules_test_cluster_diffs_every_node_and_writes_nothing(fake_api, tmp_pa
         assert after == writes  # nothing written by the test (the SAR/TokenReview creates aside)
 
 
+def test_rules_test_cluster_starts_from_the_labels_the_worker_gave(fake_api, tmp_path, capsys):
+    # n1's worker gives fixture-cpu=x, n2's fixture-cpu=y: a rule setting that label
+    # changes what each node carries, it adds nothing.
+    proposed = tmp_path / "rules.yaml"
+    proposed.write_text(yaml.safe_dump(rule("cpu", {"fixture-cpu": "z"})))
+    with cluster(fake_api, tmp_path) as (_m, kc):
+        code, out, err = run(capsys, "rules", "test", "--cluster", "-f", str(proposed), *kc, "-o", "json")
+        assert code == 0, err
+        by = {d["node"]: d for d in json.loads(out)["nodes"]}
+        for node, was in (("n1", "x"), ("n2", "y")):
+            assert by[node]["changed"] == {"labels": {"feature.node.kubernetes.io/fixture-cpu": [was, "z"]}}
+            assert "feature.node.kubernetes.io/fixture-cpu" not in (by[node].get("added") or {}).get("labels", {})
+
+
 def test_rules_test_cluster_removing_a_rule_shows_removals(fake_api, tmp_path, capsys):
     proposed = tmp_path / "rules.yaml"
     proposed.write_text(yaml.safe_dump(rule("gpu", {})))  # the gpu object, emptied

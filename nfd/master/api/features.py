@@ -59,9 +59,7 @@ async def list_features(
                             "node": name,
                             "digest": rec.digest,
                             "groups": {f"{k}/{n}": h for k, n, h in parts},
-                            "builtinLabels": {
-                                k: v for k, v in d.labels.items() if d.origins.get(k) == "worker"
-                            },
+                            "builtinLabels": label_sets[id(d)][0],
                             "nodeLabels": rt.service.node_labels(name),
                             "devicePluginResources": sorted(rec.device_plugin_resources),
                         }
