@@ -126,15 +126,28 @@ class Api:
             return json.loads(r.data) if r.data else {}
         raise SystemExit(f"{method} {path}: no answer")
 
+    def metrics(self) -> bytes:
+        """The API server's own metrics (empty where they may not be read)."""
+        headers = {k: v for k, v in self.headers.items() if k != "Accept"}
+        r = self.pool.request("GET", "/metrics", headers=headers)
+        return r.data if r.status == 200 else b""
+
     def etcd_size(self) -> str:
         """etcd's database size as the API server reports it: one grown by many runs
         (bbolt keeps the pages compaction frees) slows every write."""
-        headers = {k: v for k, v in self.headers.items() if k != "Accept"}
-        r = self.pool.request("GET", "/metrics", headers=headers)
-        if r.status != 200:
-            return f"unknown (GET /metrics: {r.status})"
-        m = re.search(rb"^apiserver_storage_size_bytes\{[^}]*\} (\S+)$", r.data, re.M)
+        m = re.search(rb"^apiserver_storage_size_bytes\{[^}]*\} (\S+)$", self.metrics(), re.M)
         return f"{float(m.group(1)) / 1e6:.0f} MB" if m else "unknown"
+
+    def dropped_watchers(self) -> float:
+        """Watchers the API server has closed for reading too slowly, every resource
+        (``apiserver_terminated_watchers_total``): on a saturated box it drops them
+        and they resume, and a pass that makes watchers slow makes the server work."""
+        return sum(
+            float(v)
+            for v in re.findall(
+                rb"^apiserver_terminated_watchers_total\{[^}]*\} (\S+)$", self.metrics(), re.M
+            )
+        )
 
     def list_nodes(self, selector: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -272,7 +285,7 @@ def run_nfd(
         # it (its garbage collection) is the start's, not the pass's.
         time.sleep(settle)
         requests0 = api_requests(scrape(port))
-        c0, t0, box = mb.cpu_s(master.pid), time.monotonic(), BoxCpu()
+        c0, t0, box = mb.cpu_s(master.pid), time.monotonic(), BoxCpu(api)
         import asyncio
 
         sender = time.process_time()
@@ -349,17 +362,14 @@ def run_baseline(
     TLS handshake each, on both sides of the box's CPUs)."""
     api = Api(kubeconfig, inflight)
     body = {"metadata": {"labels": {**labels, PASS_LABEL: k}, "annotations": {FEATURE_LABELS_ANN: tracking}}}  # fmt: skip
-    cpu, box = time.process_time(), BoxCpu()
     try:
+        box = BoxCpu(api)
+        cpu = time.process_time()
         took = merge_patch_all(api, names, body, inflight)
+        cpu = time.process_time() - cpu
+        return {"seconds": took, "throttled": api.throttled, "cpu_s": cpu, "box": box.text(len(names))}
     finally:
         api.pool.close()
-    return {
-        "seconds": took,
-        "throttled": api.throttled,
-        "cpu_s": time.process_time() - cpu,
-        "box": box.text(len(names)),
-    }
 
 
 def wait_quiet(api: Api, selector: str, settle: float, timeout: float) -> float:
@@ -386,19 +396,21 @@ class BoxCpu:
     API server and etcd where they run on this machine (``/proc``; a remote cluster's
     are not seen), so that a pass shows what the server spent a node on each side."""
 
-    def __init__(self) -> None:
-        self.pids = [
-            int(d.name) for d in Path("/proc").iterdir()
-            if d.name.isdigit() and _comm(d) in SERVER_PROCESSES
-        ]  # fmt: skip
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self.pids = {
+            int(d.name): comm for d in Path("/proc").iterdir()
+            if d.name.isdigit() and (comm := _comm(d)) in SERVER_PROCESSES
+        }  # fmt: skip
+        self.dropped0 = api.dropped_watchers()
         self.busy0, self.total0 = _stat()
         self.server0 = self._server()
 
-    def _server(self) -> float:
-        total = 0.0
-        for pid in self.pids:
+    def _server(self) -> dict[str, float]:
+        total = dict.fromkeys(SERVER_PROCESSES, 0.0)
+        for pid, comm in self.pids.items():
             try:
-                total += mb.cpu_s(pid)
+                total[comm] += mb.cpu_s(pid)
             except OSError:
                 pass  # restarted meanwhile: its time is lost, the figure is low
         return total
@@ -406,12 +418,16 @@ class BoxCpu:
     def text(self, nodes: int) -> str:
         busy, total = _stat()
         pct = 100 * (busy - self.busy0) / max(1, total - self.total0)
+        now = self._server()
+        ms = {k: (now[k] - self.server0[k]) / nodes * 1e3 for k in SERVER_PROCESSES}
         server = (
-            f"; API server and etcd {(self._server() - self.server0) / nodes * 1e3:.1f} ms a node"
+            f"; API server and etcd {sum(ms.values()):.1f} ms a node "
+            f"({ms['kube-apiserver']:.1f} + {ms['etcd']:.1f})"
             if self.pids
             else ""
         )
-        return f"CPUs {pct:.0f}% busy{server}"
+        dropped = self.api.dropped_watchers() - self.dropped0
+        return f"CPUs {pct:.0f}% busy{server}; slow watchers dropped {dropped:.0f}"
 
 
 def _comm(d: Path) -> str:
