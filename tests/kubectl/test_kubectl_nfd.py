@@ -157,7 +157,9 @@ def test_rules_test_cluster_starts_from_the_labels_the_worker_gave(fake_api, tmp
         by = {d["node"]: d for d in json.loads(out)["nodes"]}
         for node, was in (("n1", "x"), ("n2", "y")):
             assert by[node]["changed"] == {"labels": {"feature.node.kubernetes.io/fixture-cpu": [was, "z"]}}
-            assert "feature.node.kubernetes.io/fixture-cpu" not in (by[node].get("added") or {}).get("labels", {})
+            assert "feature.node.kubernetes.io/fixture-cpu" not in (by[node].get("added") or {}).get(
+                "labels", {}
+            )
 
 
 def test_rules_test_cluster_removing_a_rule_shows_removals(fake_api, tmp_path, capsys):
