@@ -20,10 +20,11 @@ a pass), waits until they are quiet, runs an untimed warm-up pass of each side, 
 Before each pass every Node is stripped of the labels and nfd's annotations (untimed),
 then ``--settle`` seconds of quiet: the server's work after a pass (compaction, caches,
 garbage collection) is not charged to the next. Prints each pass (with how busy the
-machine's CPUs were and the CPU the API server and etcd spent a node, where they run on
-this machine) and each round's ratio (nfd / baseline), then each side's median rate and
-their ratio (the figure), and etcd's database size at the start and the end (as the API
-server reports it: a database that many runs have grown slows every write). Every Node
+machine's CPUs were, the CPU the API server and etcd each spent a node, where they run
+on this machine, and the watchers the API server dropped for reading too slowly) and
+each round's ratio (nfd / baseline), then each side's median rate and their ratio (the
+figure), and etcd's database size at the start and the end (as the API server reports
+it: a database that many runs have grown slows every write). Every Node
 it created is deleted at the end, also on failure, Ctrl-C or SIGTERM. The API server,
 etcd and the master share the machine's CPUs.
 
