@@ -8,6 +8,8 @@
    plus its own node name), labels from rules in bench/data.
 3. API writes in a steady-state round: every node sends its unchanged features again.
 4. The master's RSS holding 10,000 nodes.
+5. Heartbeats per master CPU-second with the master holding every node, each node's in
+   turn (``--seconds`` of them): they must cost no more at 50,000 nodes than at 10,000.
 
 The master runs with the plain environment values of its container in deploy/base
 (``MALLOC_ARENA_MAX``); the caller's environment overrides them.
@@ -316,7 +318,9 @@ def metric(port: int, name: str) -> float:
     return float(m.group(1)) if m else 0.0
 
 
-def bench_labelling(n: int, qps: float | None, tmp: Path, overload: float = 0.0) -> None:
+def bench_labelling(
+    n: int, qps: float | None, tmp: Path, overload: float = 0.0, seconds: float = 5.0
+) -> None:
     # The master on CPU 0; the fake API server (a child, so it inherits this) and the
     # load generator on CPU 1. Unpinned, a master started after pin_self(1) would
     # inherit CPU 1 too and all three would share one core.
@@ -340,9 +344,9 @@ def bench_labelling(n: int, qps: float | None, tmp: Path, overload: float = 0.0)
         "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
     }))  # fmt: skip
     port = free_port()
-    rate = [] if qps is None else ["--kube-api-qps", str(qps), "--kube-api-burst", str(int(qps))]
+    limit = [] if qps is None else ["--kube-api-qps", str(qps), "--kube-api-burst", str(int(qps))]
     master = start_master(port, "--kubeconfig", str(kubeconfig), "--no-tls", "--no-rule-watch", "--rules-dir", str(RULES),
-                          *rate, cpu=0)  # fmt: skip
+                          *limit, cpu=0)  # fmt: skip
     try:
         template = features_template()
         names = [f"node-{i:05d}" for i in range(n)]
@@ -363,13 +367,21 @@ def bench_labelling(n: int, qps: float | None, tmp: Path, overload: float = 0.0)
               f"after {t_put:.1f} s; {labelled} Nodes carry labels; API requests {sum(before.values())}: {before}; "
               f"load average {os.getloadavg()[0]:.1f})")  # fmt: skip
         print(f"{n:6d} nodes: master RSS  {rss_mb(master.pid):6.0f} MiB")
-        asyncio.run(put_all(port, names, template))  # a steady-state round: nothing changed
+        digests = asyncio.run(put_all(port, names, template))  # a steady-state round: nothing changed
         time.sleep(0.5)
         after = ask("counts")
         after.pop("429s")
         diff = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
         writes = sum(v for k, v in diff.items() if k.split()[0] in ("patch", "update", "create", "delete"))
         print(f"{n:6d} nodes: API writes in a steady-state round: {writes} (requests {diff or 0})")
+        # Heartbeats from every node in turn, the master holding them all: the steady
+        # state of a fleet this size, whose cost per heartbeat must not grow with it.
+        hb = [json.dumps({"digest": digests[x]}).encode() for x in names]
+        c0, t0 = cpu_s(master.pid), time.monotonic()
+        r, e = asyncio.run(rate(port, lambda i: ("POST", f"/api/v1/nodes/{names[i % n]}/heartbeat", hb[i % n]), seconds))  # fmt: skip
+        used = cpu_s(master.pid) - c0
+        print(f"{n:6d} nodes: heartbeats, every node in turn: {r:.0f}/s wall, "
+              f"{r * (time.monotonic() - t0) / used if used else 0:.0f} per master CPU-second (errors {e})")  # fmt: skip
     finally:
         stop(master)
         try:
@@ -399,7 +411,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(x) for x in a.nodes.split(",") if x):
             qps = None if a.qps == "default" else float(a.qps)
-            bench_labelling(n, qps, Path(tmp), a.overload)
+            bench_labelling(n, qps, Path(tmp), a.overload, a.seconds)
 
 
 if __name__ == "__main__":
