@@ -155,12 +155,27 @@ def request_bytes(method: str, path: str, body: bytes = b"") -> bytes:
     return head + body
 
 
+def by_ref(template: str) -> str:
+    """The template with its big groups named by their hash, as a worker sends them
+    (``nfd.worker.loop.REF_MIN_BYTES``)."""
+    from nfd.features import Features
+    from nfd.worker.loop import REF_MIN_BYTES
+
+    body = json.loads(template)
+    raw = body["features"]
+    for kind, name, h, gj in Features.from_dict(raw).encoded().parts:
+        if len(gj) >= REF_MIN_BYTES and "__NODE__" not in gj:
+            raw[kind][name] = {"elements": None, "ref": h}
+    return json.dumps(body)
+
+
 def feature_requests(names: list[str], template: str) -> list[tuple[str, bytes]]:
-    """Each node's features PUT, whole, as ``put_all`` sends it: built ahead, so that a
-    timed pass spends the sender's CPU on sending only (a fleet's workers build theirs
-    on their own nodes)."""
+    """Each node's features PUT as ``send_all`` sends it first, big groups by their hash
+    (``by_ref``): built ahead, so that a timed pass spends the sender's CPU on sending
+    only (a fleet's workers build theirs on their own nodes)."""
+    refs = by_ref(template)
     return [
-        (name, request_bytes("PUT", f"/api/v1/nodes/{name}/features", node_body(template, name)))
+        (name, request_bytes("PUT", f"/api/v1/nodes/{name}/features", node_body(refs, name)))
         for name in names
     ]
 
@@ -173,11 +188,14 @@ def features_template() -> str:
 
 async def put_all(port: int, names: list[str], template: str, conns: int = 16) -> dict[str, str]:
     """PUT every node's features; returns node -> digest."""
-    return await send_all(port, feature_requests(names, template), conns)
+    return await send_all(port, feature_requests(names, template), template, conns)
 
 
-async def send_all(port: int, requests: list[tuple[str, bytes]], conns: int = 16) -> dict[str, str]:
-    """Send each node's features PUT (``feature_requests``); returns node -> digest."""
+async def send_all(
+    port: int, requests: list[tuple[str, bytes]], template: str, conns: int = 16
+) -> dict[str, str]:
+    """Send each node's features PUT (``feature_requests``), whole (from ``template``)
+    when the master answers 409, as a worker does; returns node -> digest."""
     digests: dict[str, str] = {}
     queue = list(reversed(requests))
 
@@ -187,6 +205,11 @@ async def send_all(port: int, requests: list[tuple[str, bytes]], conns: int = 16
             while queue:
                 name, request = queue.pop()
                 status, body = await c.exchange(request)
+                if status == 409:  # a group the master does not hold yet
+                    whole = node_body(template, name)
+                    status, body = await c.exchange(
+                        request_bytes("PUT", f"/api/v1/nodes/{name}/features", whole)
+                    )
                 if status != 200:
                     raise SystemExit(f"PUT {name}: {status} {body[:200]!r}")
                 digests[name] = json.loads(body)["digest"]

@@ -273,7 +273,8 @@ def run_nfd(
         "--no-rule-watch", "--no-nodefeature-watch", "--gc-interval", "0", *extra, cpu=None,
     )  # fmt: skip
     try:
-        requests = mb.feature_requests(names, mb.features_template())
+        template = mb.features_template()
+        requests = mb.feature_requests(names, template)
         started = time.monotonic() + 60
         # Timed once the master is started: its Node watch open, after the LIST of every
         # Node it holds its writes for (the baseline's start is not timed either).
@@ -290,7 +291,7 @@ def run_nfd(
         import asyncio
 
         sender = time.process_time()
-        asyncio.run(mb.send_all(port, requests))
+        asyncio.run(mb.send_all(port, requests, template))
         t_put, sender = time.monotonic() - t0, time.process_time() - sender
         deadline = t0 + 600
         windows: list[float] = []  # the master's writes in flight allowed, as it adapts

@@ -63,7 +63,7 @@ class GroupCache:
         """The group's canonical JSON and its hash (32 hex digits)."""
         variants = self._seen.setdefault((kind, name), [])
         for i, (known, gj, h) in enumerate(variants):
-            if known == elements:
+            if known is elements or known == elements:  # ``is``: a group ``held`` gave
                 if i:
                     variants.insert(0, variants.pop(i))
                 return gj, h
@@ -72,6 +72,14 @@ class GroupCache:
         variants.insert(0, (_snapshot(elements), gj, h))
         del variants[self.per_name :]
         return gj, h
+
+    def held(self, kind: str, name: str, h: str) -> Any | None:
+        """The elements of a variant of the group with hash ``h`` (as ``lookup`` took
+        them; the caller must not change them), or None when none is held."""
+        for known, _gj, vh in self._seen.get((kind, name), ()):
+            if vh == h:
+                return known
+        return None
 
 
 def _snapshot(elements: Any) -> Any:
@@ -105,3 +113,8 @@ def encode(groups: Mapping[str, Mapping[str, Any]], cache: GroupCache | None = N
 def instance_maps(elements: Iterable[Mapping[str, Any]] | None) -> list[Any]:
     """Wire-shape instances (``[{"attributes": {...}}]``) as the model holds them."""
     return [i.get("attributes") or {} for i in (elements or ())]
+
+
+def instance_bodies(maps: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``instance_maps`` the other way: the model's instances in the wire shape."""
+    return [{"attributes": m} for m in maps]

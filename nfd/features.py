@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nfd.canonical import GroupCache
+    from nfd.canonical import Encoded, GroupCache
 
 Labels = dict[str, str]
 Instance = dict[str, str]
@@ -105,11 +105,15 @@ class Features:
         """A content hash: equal features give equal digests, whatever their build order.
         ``cache``: groups seen before (the worker keeps the last pass's) are not
         serialised again."""
+        return self.encoded(cache).digest
+
+    def encoded(self, cache: GroupCache | None = None) -> Encoded:
+        """The digest and each group's hash and canonical JSON (``nfd.canonical``)."""
         from nfd.canonical import encode
 
         return encode(
             {"attributes": self.attributes, "flags": self.flags, "instances": self.instances}, cache
-        ).digest
+        )
 
     @classmethod
     def from_dict(cls, data: Any) -> Features:

@@ -90,6 +90,8 @@ class Reply:
 class MasterClient:
     """Talks to one master; not thread-safe (the worker sends from one pass at a time)."""
 
+    takes_refs = True  # a group may go by its hash (docs/worker-master-api.md)
+
     def __init__(
         self,
         base_url: str,

@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nfd import __version__
 from nfd.backoff import Backoff
-from nfd.canonical import GroupCache
+from nfd.canonical import Encoded, GroupCache
 from nfd.config import SourcesConfig
 from nfd.discovery import discover
 from nfd.features import Features
@@ -40,6 +40,11 @@ DOWN_CAP_S = 2.0
 # Answers that mean "come back later": the master is busy, not the leader, or broken.
 # 401 is here too: the kubelet may rotate a bad token file soon (see the wire contract).
 _RETRY_STATUSES = frozenset({401, 408, 429})
+
+# A group whose canonical JSON is this long or longer goes by its hash when the master
+# holds it (``kernel.config``: some 45 kB, the same on every node of a kind); smaller
+# ones cost less sent than a second request would when the master lacks them.
+REF_MIN_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,8 @@ class Worker:
         self._accepted: tuple[str, tuple[str, ...]] | None = None
         # The last pass's groups: an unchanged group (most are) is not serialised again.
         self._groups = GroupCache(per_name=1)
+        # Big groups go by their hash (``_put``) until the master shows it takes no refs.
+        self._send_refs = True
         self._lock = threading.Lock()  # passes never overlap, whoever calls them
         self.passes = 0
         self._unreachable_reason = ""  # the last "unreachable" logged at WARNING, until a success
@@ -125,7 +132,8 @@ class Worker:
 
     def _pass(self) -> Outcome:
         features = self.discover()
-        digest = features.digest(self._groups)
+        enc = features.encoded(self._groups)
+        digest = enc.digest
         self._refresh_plugin_resources(features)
         key = (digest, tuple(self.device_plugin_resources))
         try:
@@ -142,7 +150,7 @@ class Worker:
                     self._accepted = None
                 else:
                     return self._failure("heartbeat", reply)
-            reply = self.client.put_features(self.node, self._body(features, digest))
+            reply = self._put(features, enc)
         except MasterUnreachable as e:
             return self._unreachable(e)
         if not reply.ok:
@@ -152,6 +160,29 @@ class Worker:
         self._report_applied(reply)
         return self._success("features", f"features {digest[:12]} delivered")
 
+    def _put(self, features: Features, enc: Encoded) -> Reply:
+        """The features PUT, big groups named by their hash (``ref``) where the client
+        takes that; sent whole when the master does not hold one of them (409) or takes
+        no refs (422: an older master, which refuses a group's null elements)."""
+        refs = {
+            (kind, name): h for kind, name, h, gj in enc.parts if len(gj) >= REF_MIN_BYTES
+        } if self._send_refs and getattr(self.client, "takes_refs", False) else {}  # fmt: skip
+        if not refs:
+            return self.client.put_features(self.node, self._body(features, enc.digest))
+        first = self.client.put_features(self.node, self._body(features, enc.digest, refs))
+        if first.status not in (409, 422):
+            return first
+        self._count("features", "unknown")
+        log.debug("sending the features whole: %s", first.reason())
+        reply = self.client.put_features(self.node, self._body(features, enc.digest))
+        if first.status == 422 and reply.ok:
+            self._send_refs = False
+            log.info(
+                "master %s takes no group refs (an older version?): sending the features whole from now on",
+                self.client.base_url,
+            )
+        return reply
+
     def _refresh_plugin_resources(self, features: Features) -> None:
         if not callable(self._plugin_resources):
             return
@@ -160,11 +191,16 @@ class Worker:
         except Exception as e:  # keep the last list rather than lose the pass
             log.warning("cannot tell which device-plugin resources are served: %s: %s", type(e).__name__, e)
 
-    def _body(self, features: Features, digest: str) -> dict[str, Any]:
+    def _body(
+        self, features: Features, digest: str, refs: Mapping[tuple[str, str], str] | None = None
+    ) -> dict[str, Any]:
+        raw = features.to_dict()
+        for (kind, name), h in (refs or {}).items():
+            raw[kind][name] = {"elements": None, "ref": h}
         return {
             "nfdVersion": __version__,
             "digest": digest,
-            "features": features.to_dict(),
+            "features": raw,
             "devicePluginResources": self.device_plugin_resources,
         }
 

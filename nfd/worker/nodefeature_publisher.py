@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 
 
 class NodeFeaturePublisher:
+    takes_refs = False  # the object holds every group whole
+
     def __init__(
         self,
         api: Transport,
@@ -98,6 +100,8 @@ class NodeFeaturePublisher:
 class Both:
     """Posts to the master and writes the NodeFeature object; the master's answer
     counts, a failed object write is logged and retried at the next pass."""
+
+    takes_refs = False  # the object holds every group whole
 
     def __init__(self, master: Any, nodefeature: NodeFeaturePublisher) -> None:
         self.master = master

@@ -58,6 +58,13 @@ def test_every_replica_ready_follower_forwards_to_the_leader(fake_api):
         assert bad.status_code == 422 and "x-nfd-outcome" not in bad.headers
         assert leader.view("n1")["digest"] == r.json()["digest"]
         assert fake_api.log.writes(since=mark, resource="nodes") == []
+        # Nor does a group named by a hash the follower does not hold: the worker sends
+        # it whole, for the follower and the leader alike.
+        ref = {"features": {"attributes": {"big": {"elements": None, "ref": "0" * 32}}}}
+        lacking = follower.client.put("/api/v1/nodes/n1/features", json=ref)
+        assert lacking.status_code == 409 and lacking.json()["missing"] == ["attributes/big"]
+        assert "x-nfd-outcome" not in lacking.headers
+        assert leader.view("n1")["digest"] == follower.view("n1")["digest"] == r.json()["digest"]
 
         digest = r.json()["digest"]
         hb = follower.client.post("/api/v1/nodes/n1/heartbeat", json={"digest": digest})

@@ -408,3 +408,65 @@ def test_nodefeature_publisher_gives_up_on_an_api_server_that_does_not_answer(fa
         pub.heartbeat("n1", "digest")
     fake_api.faults.clear()
     assert pub.heartbeat("n1", "digest").body == {"known": False}
+
+
+# -- big groups by ref ----------------------------------------------------------------
+
+
+class BigFeature(OneFeature):
+    """A group as big as a kernel config (past ``REF_MIN_BYTES``), and a small one."""
+
+    def discover(self, host: HostRoot, config: SourcesConfig) -> Features:
+        f = super().discover(host, config)
+        f.set_attributes("kernel.config", {f"CONFIG_OPTION_{i:04d}": "y" for i in range(400)})
+        return f
+
+
+def big_worker(url: str, tmp_path: Path) -> Worker:
+    return Worker(
+        node="n1", sources=[BigFeature()], host=HostRoot.under(tmp_path), config=SourcesConfig(),
+        client=MasterClient(url), backoff=Backoff(rng=random.Random(1)),
+    )  # fmt: skip
+
+
+def test_a_big_group_goes_by_its_hash_and_whole_when_the_master_lacks_it(
+    scripted: Scripted, tmp_path: Path
+) -> None:
+    w = big_worker(scripted.url, tmp_path)
+    enc = w.discover().encoded()
+    ref = next(h for kind, name, h, _ in enc.parts if name == "kernel.config")
+    missing = {"known": False, "missing": ["attributes/kernel.config"], "detail": "send them whole"}
+    scripted.answers = [(409, missing, {}), (200, {"labels": {}}, {}), (200, {"labels": {}}, {})]
+    assert w.run_pass().delivered
+    first, second = (s["body"]["features"]["attributes"] for s in scripted.seen)
+    assert first["kernel.config"] == {"elements": None, "ref": ref}
+    assert first["system.test"] == {"elements": {"v": "1"}}  # small groups go whole
+    assert len(second["kernel.config"]["elements"]) == 400
+    assert scripted.seen[0]["body"]["digest"] == scripted.seen[1]["body"]["digest"] == enc.digest
+    # A master that holds the group takes the ref: one PUT.
+    w.sources[0].value = "2"
+    assert w.run_pass().delivered
+    assert len(scripted.seen) == 3
+    assert scripted.seen[2]["body"]["features"]["attributes"]["kernel.config"] == {"elements": None, "ref": ref}
+
+
+def test_a_master_that_takes_no_refs_gets_whole_features_from_then_on(
+    scripted: Scripted, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="nfd.worker.loop")
+    w = big_worker(scripted.url, tmp_path)
+    old = {"detail": [{"loc": ["body", "features", "attributes", "kernel.config", "elements"],
+                       "msg": "Input should be a valid dictionary", "type": "dict_type"}]}  # fmt: skip
+    scripted.answers = [(422, old, {}), (200, {"labels": {}}, {}), (200, {"labels": {}}, {})]
+    assert w.run_pass().delivered
+    w.sources[0].value = "2"
+    assert w.run_pass().delivered
+    sent = [s["body"]["features"]["attributes"]["kernel.config"]["elements"] for s in scripted.seen]
+    assert [e is None for e in sent] == [True, False, False]
+    assert "takes no group refs" in caplog.text
+
+
+def test_the_nodefeature_writer_gets_every_group_whole() -> None:
+    from nfd.worker.nodefeature_publisher import Both, NodeFeaturePublisher
+
+    assert MasterClient.takes_refs and not NodeFeaturePublisher.takes_refs and not Both.takes_refs

@@ -9,12 +9,15 @@ of recursing as deep as the body goes: a body of ``[[[[...`` costs bounded work.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json
 
-from nfd.master.api.models import FEATURES_BODY, FeaturesRequest
+from nfd.master.api.models import FEATURES_BODY, GROUP_REF_PATTERN, FeaturesRequest
+
+_GROUP_REF = re.compile(GROUP_REF_PATTERN)
 
 MAX_DEPTH = 200
 """Deepest nesting of arrays and objects a body may have: the parser's recursion limit
@@ -63,19 +66,37 @@ def parse_features(body: bytes) -> Any:
     validated as it is parsed, answering plain dicts (a third less CPU than the two
     steps). A body it refuses takes the two steps for their messages. So does one with a flag
     element's value that is not empty (no worker sends one): ``FEATURES_BODY`` takes
-    NaN and Infinity there, which ``parse`` refuses."""
+    NaN and Infinity there, which ``parse`` refuses, and one with a group's ``ref`` that
+    does not go with its ``elements`` (``models.SentFeatures``)."""
     try:
         data = FEATURES_BODY.validate_json(body)
     except ValidationError:
         data = None
-    if data is not None and not any(
-        any(group.get("elements", _EMPTY).values())
-        for group in data["features"].get("flags", _EMPTY).values()
+    if (
+        data is not None
+        and not any(
+            any((group.get("elements") or _EMPTY).values())
+            for group in data["features"].get("flags", _EMPTY).values()
+        )
+        and _refs_fit(data["features"])
     ):
         return data
     data = parse(body)
     check(FeaturesRequest, data)
     return data
+
+
+def _refs_fit(features: Any) -> bool:
+    """Each group has its elements and no ref, or null elements and a ref (``models.SentFeatures``)."""
+    for groups in features.values():
+        for group in groups.values():
+            ref = group.get("ref")
+            if group.get("elements", _EMPTY) is None:
+                if not isinstance(ref, str) or _GROUP_REF.fullmatch(ref) is None:
+                    return False
+            elif ref is not None:
+                return False
+    return True
 
 
 _EMPTY: dict[str, Any] = {}

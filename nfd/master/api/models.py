@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import NotRequired
+from typing import Any, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, with_config
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator, with_config
 from typing_extensions import TypedDict
 
 NODE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -57,10 +57,70 @@ class RawFeatures(BaseModel):
     instances: dict[str, InstanceSet] = Field(default_factory=dict)
 
 
+GROUP_REF_PATTERN = r"^[0-9a-f]{32}$"
+
+# A group has its elements and no ref, or null elements and a ref (the validator's rule,
+# for the OpenAPI document).
+_REF_OR_ELEMENTS: dict[str, Any] = {
+    "anyOf": [
+        {"properties": {"ref": {"type": "null"}, "elements": {"not": {"type": "null"}}}},
+        {
+            "required": ["elements", "ref"],
+            "properties": {"elements": {"type": "null"}, "ref": {"type": "string"}},
+        },
+    ]
+}
+
+
+class _MayRef(BaseModel):
+    """A group as a worker sends it: its elements, or null elements and the hash of a
+    group the master may hold (docs/worker-master-api.md, "Groups by hash")."""
+
+    model_config = ConfigDict(json_schema_extra=_REF_OR_ELEMENTS)
+    ref: str | None = Field(
+        default=None,
+        pattern=GROUP_REF_PATTERN,
+        description="with null elements: the first 32 hex digits of the sha256 of the group's "
+        "canonical JSON (nfd/canonical.py)",
+    )
+
+    @model_validator(mode="after")
+    def _ref_or_elements(self) -> _MayRef:
+        elements = getattr(self, "elements", None)
+        if self.ref is None and elements is None:
+            raise ValueError("elements is null without a ref")
+        if self.ref is not None and elements is not None:
+            # Null, so that a master that takes no refs refuses the body (422) rather
+            # than take the group as empty.
+            raise ValueError('a group with a ref has "elements": null')
+        return self
+
+
+class SentFlagSet(_MayRef):
+    elements: dict[str, dict[str, object]] | None = Field(default_factory=dict)
+
+
+class SentAttributeSet(_MayRef):
+    elements: dict[str, str] | None = Field(default_factory=dict)
+
+
+class SentInstanceSet(_MayRef):
+    elements: list[Instance] | None = Field(default_factory=list)
+
+
+class SentFeatures(BaseModel):
+    """RawFeatures as a worker sends them: a big group may go by its hash."""
+
+    model_config = ConfigDict(extra="forbid")
+    flags: dict[str, SentFlagSet] = Field(default_factory=dict)
+    attributes: dict[str, SentAttributeSet] = Field(default_factory=dict)
+    instances: dict[str, SentInstanceSet] = Field(default_factory=dict)
+
+
 class FeaturesRequest(BaseModel):
     nfdVersion: str = ""
     digest: str = Field(default="", description="sha256 hex of the canonical features JSON")
-    features: RawFeatures
+    features: SentFeatures
     devicePluginResources: list[str] = Field(
         default=[], description="extended resources device plugins serve on the node: never patched"
     )
@@ -73,12 +133,14 @@ class FeaturesRequest(BaseModel):
 # tests/master/test_features_body.py holds the two to taking the same bodies.
 @with_config(ConfigDict(extra="ignore"))
 class _FlagSetBody(TypedDict, total=False):
-    elements: dict[str, dict[str, object]]
+    elements: dict[str, dict[str, object]] | None
+    ref: str | None
 
 
 @with_config(ConfigDict(extra="ignore"))
 class _AttributeSetBody(TypedDict, total=False):
-    elements: dict[str, str]
+    elements: dict[str, str] | None
+    ref: str | None
 
 
 @with_config(ConfigDict(extra="ignore"))
@@ -88,7 +150,8 @@ class _InstanceBody(TypedDict, total=False):
 
 @with_config(ConfigDict(extra="ignore"))
 class _InstanceSetBody(TypedDict, total=False):
-    elements: list[_InstanceBody]
+    elements: list[_InstanceBody] | None
+    ref: str | None
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -117,6 +180,14 @@ class HeartbeatRequest(BaseModel):
 class HeartbeatResponse(BaseModel):
     known: bool
     detail: str | None = None
+
+
+class MissingGroups(BaseModel):
+    """A features PUT named groups by ``ref`` that the master does not hold."""
+
+    known: bool = False
+    missing: list[str] = Field(description='the groups to send whole, as "kind/name"')
+    detail: str
 
 
 class Rejected(BaseModel):

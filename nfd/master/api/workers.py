@@ -105,6 +105,9 @@ def _features(rt: Runtime, node: str, body: bytes) -> Answer:
         rec.last_seen = time.monotonic()
     else:
         data = jsonbody.parse_features(body)
+        missing = rt.service.resolve_refs(data["features"])
+        if missing:
+            return 409, _missing_groups(missing), []
         rec = rt.service.submit(
             node,
             features=data["features"],
@@ -116,6 +119,11 @@ def _features(rt: Runtime, node: str, body: bytes) -> Answer:
         rec.node_missing = False
         rt.publisher.enqueue(node)
     return 200, response_json(rec), []
+
+
+def _missing_groups(missing: list[str]) -> bytes:
+    detail = f"the master holds no group with the ref given for {', '.join(missing)}: send them whole"
+    return json.dumps({"known": False, "missing": missing, "detail": detail}).encode()
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -174,7 +182,12 @@ def openapi_paths(node_param: dict[str, Any]) -> dict[str, Any]:
             "put": op(
                 "A worker's full view of its node; answers what the master applies for it",
                 "FeaturesRequest",
-                {"200": _json(_ref("NodeResponse"), "what the master applies (or will apply)")},
+                {
+                    "200": _json(_ref("NodeResponse"), "what the master applies (or will apply)"),
+                    "409": _json(
+                        _ref("MissingGroups"), "groups named by ref the master does not hold: send them whole"
+                    ),
+                },
                 "put_features",
             )
         },
@@ -193,6 +206,6 @@ def openapi_paths(node_param: dict[str, Any]) -> dict[str, Any]:
 
 
 def openapi_models() -> list[Any]:
-    from nfd.master.api.models import HeartbeatResponse, NodeResponse, Problem
+    from nfd.master.api.models import HeartbeatResponse, MissingGroups, NodeResponse, Problem
 
-    return [FeaturesRequest, HeartbeatRequest, HeartbeatResponse, NodeResponse, Problem]
+    return [FeaturesRequest, HeartbeatRequest, HeartbeatResponse, MissingGroups, NodeResponse, Problem]

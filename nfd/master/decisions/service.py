@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nfd.canonical import Encoded, GroupCache
+from nfd.canonical import Encoded, GroupCache, instance_bodies
 from nfd.decision import Decision
 from nfd.features import Features
 from nfd.master.core.featurestore import encode
@@ -180,6 +180,28 @@ class MasterService:
         return True
 
     # -- worker input -----------------------------------------------------------------
+    def resolve_refs(self, features: dict[str, Any]) -> list[str]:
+        """Put in ``features`` (the wire shape, validated) each group a worker named by
+        its hash (``ref``) in place of its elements, from the groups the master holds:
+        the recent variants of that group, else any stored group with that hash. Answers
+        the groups it holds none of ("kind/name"), for the worker to send whole."""
+        missing: list[str] = []
+        for kind, groups in features.items():
+            for name, body in groups.items():
+                ref = body.get("ref")
+                if ref is None or body.get("elements") is not None:
+                    continue
+                elements = self._groups.held(kind, name, ref)
+                if elements is not None:
+                    groups[name] = {
+                        "elements": instance_bodies(elements) if kind == "instances" else elements
+                    }
+                elif (gj := self.store.features.group(ref)) is not None:
+                    groups[name] = json.loads(gj)
+                else:
+                    missing.append(f"{kind}/{name}")
+        return missing
+
     def submit(
         self,
         name: str,

@@ -82,7 +82,10 @@ class LeaderForward:
             return
         status, headers, payload = await _local(self.app, scope, body)
         outcome = b"held"
-        if status in (200, 409):  # taken (or, heartbeat, not known) here: now the leader
+        # Taken here (or, a heartbeat, not known): now the leader. A features PUT naming
+        # groups this replica does not hold (409) goes back to the worker, who sends
+        # them whole, for this replica and the leader alike.
+        if status == 200 or (status == 409 and not features):
             try:
                 status, headers, payload = await rt.forwarder.send(
                     target + scope["path"], scope["method"], _pass_headers(scope), body
