@@ -78,5 +78,7 @@ def test_a_ref_that_does_not_go_with_null_elements_is_422(master) -> None:
         sent["features"]["attributes"]["kernel.config"] = group
         r = c.put("/api/v1/nodes/n1/features", json=sent)
         assert r.status_code == 422, (group, r.text)
-        assert all(i["loc"][:4] == ["body", "features", "attributes", "kernel.config"] for i in r.json()["detail"])
+        assert all(
+            i["loc"][:4] == ["body", "features", "attributes", "kernel.config"] for i in r.json()["detail"]
+        )
     assert c.get("/api/v1/nodes/n1").status_code == 404

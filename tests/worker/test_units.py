@@ -447,7 +447,10 @@ def test_a_big_group_goes_by_its_hash_and_whole_when_the_master_lacks_it(
     w.sources[0].value = "2"
     assert w.run_pass().delivered
     assert len(scripted.seen) == 3
-    assert scripted.seen[2]["body"]["features"]["attributes"]["kernel.config"] == {"elements": None, "ref": ref}
+    assert scripted.seen[2]["body"]["features"]["attributes"]["kernel.config"] == {
+        "elements": None,
+        "ref": ref,
+    }
 
 
 def test_a_master_that_takes_no_refs_gets_whole_features_from_then_on(
