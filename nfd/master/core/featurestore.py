@@ -148,11 +148,6 @@ class FeatureStore:
         """One group's canonical JSON (as ``parts`` names it by hash)."""
         return zlib.decompress(self._parts[part].data)
 
-    def group(self, part: str) -> bytes | None:
-        """The canonical JSON of the group with hash ``part``, or None when none is held."""
-        p = self._parts.get(part)
-        return None if p is None else zlib.decompress(p.data)
-
     def __contains__(self, digest: object) -> bool:
         return digest in self._manifests
 

@@ -196,9 +196,10 @@ class MasterService:
                     groups[name] = {
                         "elements": instance_bodies(elements) if kind == "instances" else elements
                     }
-                elif (gj := self.store.features.group(ref)) is not None:
-                    groups[name] = json.loads(gj)
-                else:
+                    continue
+                try:
+                    groups[name] = json.loads(self.store.features.group_json(ref))
+                except KeyError:
                     missing.append(f"{kind}/{name}")
         return missing
 
